@@ -1,0 +1,1 @@
+//! opm-core: the pure reconcile core of opm-operator (skeleton; see SPEC.md).
