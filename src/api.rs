@@ -1,0 +1,277 @@
+//! The two custom resources, `ModuleRelease` and `Release` (SPEC §1), and their shared status.
+//!
+//! Field names are the public contract: camelCase, empty strings and zero numbers omitted so a
+//! status stays small and a merge patch never carries noise.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub mod common;
+pub use common::{
+    DependencyRef, DriftDetection, DriftMode, InventoryEntry, ModuleRef, ReleaseCommon, Rollout,
+    SourceRef,
+};
+
+/// A release of a CUE module pulled from an OCI registry by path and version.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[kube(
+    group = "releases.opmodel.dev",
+    version = "v1alpha1",
+    kind = "ModuleRelease",
+    namespaced,
+    shortname = "mr",
+    status = "ReleaseStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(name = "Module", type_ = "string", json_path = ".spec.module.path"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".spec.module.version"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Retry",
+        type_ = "date",
+        json_path = ".status.nextRetryAt",
+        priority = "1"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleReleaseSpec {
+    /// The module to render.
+    pub module: ModuleRef,
+    /// Release values, unified with the module's `#config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "common::any_json")]
+    pub values: Option<serde_json::Value>,
+    /// Options shared by both kinds.
+    #[serde(flatten)]
+    pub common: ReleaseCommon,
+}
+
+/// A release package inside a Flux source artifact.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[kube(
+    group = "releases.opmodel.dev",
+    version = "v1alpha1",
+    kind = "Release",
+    namespaced,
+    shortname = "rel",
+    status = "ReleaseStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(name = "Source", type_ = "string", json_path = ".spec.sourceRef.name"),
+    printcolumn(name = "Path", type_ = "string", json_path = ".spec.path"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Revision",
+        type_ = "string",
+        json_path = ".status.source.artifactRevision",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Retry",
+        type_ = "date",
+        json_path = ".status.nextRetryAt",
+        priority = "1"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseSpec {
+    /// The Flux source holding the artifact.
+    pub source_ref: SourceRef,
+    /// Directory in the artifact holding `release.cue`; `.` is the artifact root.
+    #[schemars(length(min = 1))]
+    pub path: String,
+    /// Options shared by both kinds.
+    #[serde(flatten)]
+    pub common: ReleaseCommon,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// The status ledger shared by both kinds (SPEC §1.2).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseStatus {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub observed_generation: i64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceStatus>,
+    #[serde(
+        default,
+        rename = "releaseUUID",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub release_uuid: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_handled_reconcile_at: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_attempted_action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempted_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_attempted_duration: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_attempted_source_digest: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_attempted_config_digest: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_attempted_render_digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_applied_source_digest: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_applied_config_digest: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_applied_render_digest: String,
+    #[serde(default, skip_serializing_if = "FailureCounters::is_zero")]
+    pub failure_counters: FailureCounters,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory: Option<Inventory>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub history: Vec<HistoryEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_retry_at: Option<Time>,
+}
+
+/// A condition as Kubernetes shows it; `type` is the list-map key.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub observed_generation: i64,
+}
+
+/// Where a `Release` got its artifact (SPEC §16).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceStatus {
+    /// `<Kind>/<namespace>/<name>` of the Flux source.
+    #[serde(rename = "ref", default, skip_serializing_if = "String::is_empty")]
+    pub ref_: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub artifact_revision: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub artifact_digest: String,
+    #[serde(
+        rename = "artifactURL",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub artifact_url: String,
+}
+
+/// Consecutive failures per activity (SPEC §10).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureCounters {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reconcile: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub apply: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub prune: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drift: i64,
+}
+
+impl FailureCounters {
+    /// True when every counter is zero (then the field is omitted).
+    pub fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What the last fully successful attempt applied (SPEC §8).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Inventory {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub revision: i64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub digest: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub count: i64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub entries: Vec<InventoryEntry>,
+}
+
+/// One attempt in the bounded ledger, newest first (SPEC §10).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    pub sequence: i64,
+    pub action: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub phase: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source_digest: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub config_digest: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub render_digest: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub inventory_digest: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inventory_count: i64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// Both CustomResourceDefinitions, as the API server should serve them.
+pub fn crds()
+-> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
+{
+    use kube::CustomResourceExt;
+    vec![ModuleRelease::crd(), Release::crd()]
+}

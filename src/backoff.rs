@@ -1,0 +1,41 @@
+//! Requeue delays (SPEC §5).
+
+use std::time::Duration;
+
+/// First retry delay after a transient failure.
+pub const BASE_DELAY: Duration = Duration::from_secs(5);
+/// Longest retry delay after transient failures.
+pub const MAX_DELAY: Duration = Duration::from_secs(300);
+/// Safety recheck of a stalled release.
+pub const STALLED_RECHECK: Duration = Duration::from_secs(30 * 60);
+/// Interval when `spec.interval` is not set.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
+/// Smallest accepted `spec.interval`.
+pub const MIN_INTERVAL: Duration = Duration::from_secs(10);
+/// Attempt deadline when `spec.timeout` is not set.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// `ComputeBackoff(n) = min(5s · 2^(n−1), 5m)`, and 5s for `n ≤ 1`, where `n` counts
+/// consecutive failed attempts including this one.
+pub fn compute_backoff(n: i64) -> Duration {
+    if n <= 1 {
+        return BASE_DELAY;
+    }
+    // 5s · 2^6 = 320s already exceeds the cap, so larger exponents need no arithmetic.
+    let exp = (n - 1).min(7) as u32;
+    BASE_DELAY.saturating_mul(1u32 << exp).min(MAX_DELAY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_sequence_matches_spec() {
+        let got: Vec<u64> = (1..=9).map(|n| compute_backoff(n).as_secs()).collect();
+        assert_eq!(got, vec![5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(compute_backoff(0), BASE_DELAY);
+        assert_eq!(compute_backoff(-3), BASE_DELAY);
+        assert_eq!(compute_backoff(i64::MAX), MAX_DELAY);
+    }
+}

@@ -1,0 +1,40 @@
+//! Names and limits of SPEC §2 and §6. Public contract: spelled exactly as written.
+
+/// The finalizer guarding deletion.
+pub const FINALIZER: &str = "releases.opmodel.dev/cleanup";
+/// On a deleting release whose ServiceAccount is gone, `"true"` orphans the objects.
+pub const ORPHAN_ANNOTATION: &str = "opm.dev/force-delete-orphan";
+/// Setting a new value triggers an attempt at once (SPEC §1.4).
+pub const REQUESTED_AT_ANNOTATION: &str = "reconcile.opmodel.dev/requestedAt";
+/// SSA field manager and event reporter.
+pub const FIELD_MANAGER: &str = "opm-controller";
+/// Flux source API version used when `sourceRef.apiVersion` is empty.
+pub const FLUX_SOURCE_API_VERSION: &str = "source.toolkit.fluxcd.io/v1";
+/// Supported Flux source kinds.
+pub const SOURCE_KINDS: [&str; 3] = ["OCIRepository", "GitRepository", "Bucket"];
+/// Most history entries kept.
+pub const HISTORY_CAP: usize = 10;
+/// Longest condition message, in bytes.
+pub const CONDITION_MESSAGE_MAX: usize = 32 * 1024;
+/// Longest history message, in bytes.
+pub const HISTORY_MESSAGE_MAX: usize = 1024;
+
+/// Labels stamped on every applied object (SPEC §6).
+pub mod labels {
+    pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+    pub const RELEASE_NAME: &str = "module-release.opmodel.dev/name";
+    pub const RELEASE_NAMESPACE: &str = "module-release.opmodel.dev/namespace";
+    pub const RELEASE_UUID: &str = "module-release.opmodel.dev/uuid";
+    pub const COMPONENT: &str = "component.opmodel.dev/name";
+    /// `managed-by` values that mark an object as ours for pruning (SPEC §9).
+    pub const OURS: [&str; 3] = ["opm-controller", "opm-cli", "open-platform-model"];
+}
+
+/// Condition types.
+pub mod conditions {
+    pub const READY: &str = "Ready";
+    pub const RECONCILING: &str = "Reconciling";
+    pub const STALLED: &str = "Stalled";
+    pub const DRIFTED: &str = "Drifted";
+    pub const MODULE_RESOLVED: &str = "ModuleResolved";
+}

@@ -1,0 +1,173 @@
+//! Identities of Kubernetes objects the release manages, and the release object itself.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::api::{InventoryEntry, ModuleRelease, Release, ReleaseCommon, ReleaseStatus};
+
+/// A managed object's identity plus its API version (SPEC §8: identity = group, kind,
+/// namespace, name; the version is carried but not part of staleness).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceId {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+    /// API version without the group (`v1`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+}
+
+impl ResourceId {
+    /// The staleness identity: (group, kind, namespace, name).
+    pub fn identity(&self) -> (&str, &str, &str, &str) {
+        (&self.group, &self.kind, &self.namespace, &self.name)
+    }
+
+    /// `apiVersion` as written in manifests (`apps/v1`, `v1`).
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `Kind/namespace/name`, or `Kind/name` when cluster-scoped: used in messages.
+    pub fn display(&self) -> String {
+        if self.namespace.is_empty() {
+            format!("{}/{}", self.kind, self.name)
+        } else {
+            format!("{}/{}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+
+    pub fn from_entry(e: &InventoryEntry) -> Self {
+        Self {
+            group: e.group.clone(),
+            kind: e.kind.clone(),
+            namespace: e.namespace.clone(),
+            name: e.name.clone(),
+            version: e.v.clone(),
+        }
+    }
+}
+
+/// Splits an `apiVersion` into (group, version).
+pub fn split_api_version(api_version: &str) -> (String, String) {
+    match api_version.rsplit_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (String::new(), api_version.to_string()),
+    }
+}
+
+/// One rendered object ready to apply: identity, component and the full manifest (labels
+/// stamped, namespace defaulted).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DesiredObject {
+    pub id: ResourceId,
+    pub component: String,
+    pub manifest: Value,
+}
+
+impl DesiredObject {
+    pub fn inventory_entry(&self) -> InventoryEntry {
+        InventoryEntry {
+            group: self.id.group.clone(),
+            kind: self.id.kind.clone(),
+            namespace: self.id.namespace.clone(),
+            name: self.id.name.clone(),
+            v: self.id.version.clone(),
+            component: self.component.clone(),
+        }
+    }
+}
+
+/// Which of the two release kinds.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    ModuleRelease,
+    Release,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::ModuleRelease => "ModuleRelease",
+            Kind::Release => "Release",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Kind> {
+        match s {
+            "ModuleRelease" => Some(Kind::ModuleRelease),
+            "Release" => Some(Kind::Release),
+            _ => None,
+        }
+    }
+}
+
+/// Names a release: kind, namespace, name.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseKey {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ReleaseKey {
+    pub fn display(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The observed release object, of either kind.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub enum ReleaseObject {
+    ModuleRelease(ModuleRelease),
+    Release(Release),
+}
+
+impl ReleaseObject {
+    pub fn kind(&self) -> Kind {
+        match self {
+            ReleaseObject::ModuleRelease(_) => Kind::ModuleRelease,
+            ReleaseObject::Release(_) => Kind::Release,
+        }
+    }
+
+    pub fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            ReleaseObject::ModuleRelease(o) => &o.metadata,
+            ReleaseObject::Release(o) => &o.metadata,
+        }
+    }
+
+    pub fn common(&self) -> &ReleaseCommon {
+        match self {
+            ReleaseObject::ModuleRelease(o) => &o.spec.common,
+            ReleaseObject::Release(o) => &o.spec.common,
+        }
+    }
+
+    pub fn status(&self) -> Option<&ReleaseStatus> {
+        match self {
+            ReleaseObject::ModuleRelease(o) => o.status.as_ref(),
+            ReleaseObject::Release(o) => o.status.as_ref(),
+        }
+    }
+
+    pub fn key(&self) -> ReleaseKey {
+        ReleaseKey {
+            kind: self.kind(),
+            namespace: self.meta().namespace.clone().unwrap_or_default(),
+            name: self.meta().name.clone().unwrap_or_default(),
+        }
+    }
+}
