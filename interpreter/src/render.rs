@@ -63,15 +63,15 @@ pub enum RenderError {
     Resolution { message: String },
     /// The registry could not be reached; may recover on its own.
     #[error("CUE registry unreachable: {message}")]
-    RegistryUnavailable { message: String },
+    RegistryUnreachable { message: String },
     #[error("cue did not finish within {}s", after.as_secs_f64())]
     Timeout { after: Duration },
     /// CUE evaluation failed: values do not satisfy `#config`, conflicts, incomplete values.
     #[error("CUE evaluation failed: {message}")]
     Evaluation { message: String },
     /// The exported value is not a `ModuleRelease`.
-    #[error("unsupported kind {}: expected ModuleRelease", found.as_deref().map_or("(none)".to_owned(), |k| format!("{k:?}")))]
-    UnsupportedKind { found: Option<String> },
+    #[error("unsupported kind {}: expected ModuleRelease", kind.as_deref().map_or("(none)".to_owned(), |k| format!("{k:?}")))]
+    UnsupportedKind { kind: Option<String> },
     /// The exported value is not JSON of the expected shape.
     #[error("invalid render output: {message}")]
     InvalidOutput { message: String },
@@ -80,13 +80,13 @@ pub enum RenderError {
     /// `cue` could not be started or a temporary directory could not be made: an operator
     /// installation problem, retried with backoff until it is fixed.
     #[error("cannot run cue: {message}")]
-    Spawn { message: String },
+    Io { message: String },
 }
 
 impl RenderError {
     pub fn class(&self) -> FailureClass {
         match self {
-            Self::RegistryUnavailable { .. } | Self::Timeout { .. } | Self::Spawn { .. } => {
+            Self::RegistryUnreachable { .. } | Self::Timeout { .. } | Self::Io { .. } => {
                 FailureClass::Transient
             }
             _ => FailureClass::Stalled,
@@ -114,7 +114,7 @@ pub fn classify_stderr(stderr: &str) -> RenderError {
         "i/o timeout",
     ];
     if unreachable.iter().any(|p| stderr.contains(p)) {
-        RenderError::RegistryUnavailable { message }
+        RenderError::RegistryUnreachable { message }
     } else if stderr.contains("module not found")
         || stderr.contains("invalid module file")
         || stderr.contains("mismatched major version")
@@ -159,15 +159,15 @@ impl Rendered {
             Some(Value::String(k)) if k == "ModuleRelease" => {}
             Some(Value::String(k)) => {
                 return Err(RenderError::UnsupportedKind {
-                    found: Some(k.clone()),
+                    kind: Some(k.clone()),
                 });
             }
             Some(other) => {
                 return Err(RenderError::UnsupportedKind {
-                    found: Some(other.to_string()),
+                    kind: Some(other.to_string()),
                 });
             }
-            None => return Err(RenderError::UnsupportedKind { found: None }),
+            None => return Err(RenderError::UnsupportedKind { kind: None }),
         }
         let invalid = |message: String| RenderError::InvalidOutput { message };
         let comps = match exported.get("components") {
@@ -256,7 +256,7 @@ impl Renderer {
                 text.lines()
                     .find_map(|l| l.strip_prefix("cue version "))
                     .map(|v| v.trim().to_owned())
-                    .ok_or_else(|| RenderError::Spawn {
+                    .ok_or_else(|| RenderError::Io {
                         message: format!("unexpected `cue version` output: {}", first_lines(&text)),
                     })
             })
@@ -281,7 +281,7 @@ impl Renderer {
         let dir = tempfile::Builder::new()
             .prefix("opm-release-")
             .tempdir()
-            .map_err(|e| RenderError::Spawn {
+            .map_err(|e| RenderError::Io {
                 message: format!("temporary directory: {e}"),
             })?;
         let write = |rel: &str, text: &str| {
@@ -293,7 +293,7 @@ impl Renderer {
         };
         write("cue.mod/module.cue", &files.module_cue)
             .and_then(|()| write("release.cue", &files.release_cue))
-            .map_err(|e| RenderError::Spawn {
+            .map_err(|e| RenderError::Io {
                 message: format!("writing release package: {e}"),
             })?;
         self.render_package(dir.path()).await
@@ -377,7 +377,7 @@ impl Renderer {
     }
 
     fn spawn_error(&self, e: std::io::Error) -> RenderError {
-        RenderError::Spawn {
+        RenderError::Io {
             message: format!("{}: {e}", self.config.cue_binary.display()),
         }
     }
@@ -400,7 +400,7 @@ impl Renderer {
         let started = std::time::Instant::now();
         let mut child = cmd.spawn().map_err(|e| self.spawn_error(e))?;
         let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-            return Err(RenderError::Spawn {
+            return Err(RenderError::Io {
                 message: "cue stdio was not captured".into(),
             });
         };
@@ -437,7 +437,7 @@ impl Renderer {
         match status {
             Some(s) if s.success() => Ok(out),
             Some(_) => Err(classify_stderr(&String::from_utf8_lossy(&stderr))),
-            None => Err(RenderError::Spawn {
+            None => Err(RenderError::Io {
                 message: "waiting for cue failed".into(),
             }),
         }
@@ -489,7 +489,7 @@ mod tests {
         ));
         let unreachable = "cannot fetch a@v0.2.1: module a@v0.2.1: cannot do HTTP request: Get \"http://127.0.0.1:1/v2\": dial tcp 127.0.0.1:1: connect: connection refused:";
         let e = classify_stderr(unreachable);
-        assert!(matches!(e, RenderError::RegistryUnavailable { .. }));
+        assert!(matches!(e, RenderError::RegistryUnreachable { .. }));
         assert_eq!(
             (e.class(), e.reason()),
             (FailureClass::Transient, "RenderFailed")
@@ -526,12 +526,12 @@ mod tests {
         assert_eq!(
             e,
             RenderError::UnsupportedKind {
-                found: Some("Deployment".into())
+                kind: Some("Deployment".into())
             }
         );
         assert_eq!(e.reason(), "UnsupportedKind");
         let e = Rendered::from_json(br#"{"components":{}}"#).unwrap_err();
-        assert_eq!(e, RenderError::UnsupportedKind { found: None });
+        assert_eq!(e, RenderError::UnsupportedKind { kind: None });
         let e = Rendered::from_json(br#"{"kind":"ModuleRelease","components":{"a":{"b":1}}}"#)
             .unwrap_err();
         assert!(matches!(e, RenderError::InvalidOutput { .. }), "{e:?}");
@@ -615,7 +615,7 @@ mod tests {
             .render_package(dir.path())
             .await
             .unwrap_err();
-        assert!(matches!(err, RenderError::Spawn { .. }), "{err:?}");
+        assert!(matches!(err, RenderError::Io { .. }), "{err:?}");
         assert_eq!(err.class(), FailureClass::Transient);
     }
 }
