@@ -2,6 +2,8 @@
 //! 127.0.0.1.
 #![allow(dead_code)]
 
+pub mod cue;
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
