@@ -68,6 +68,7 @@ pub mod prune;
 pub mod render_value;
 pub mod source;
 pub mod status;
+pub mod trace;
 
 pub use config::Config;
 pub use effect::{Effect, EffectKind, Event, EventType, Metric};
