@@ -397,6 +397,11 @@ impl Renderer {
         if let Some(c) = &self.config.cue_cache_dir {
             cmd.env("CUE_CACHE_DIR", c);
         }
+        if !dir.is_dir() {
+            return Err(RenderError::Io {
+                message: format!("{} is not a directory", dir.display()),
+            });
+        }
         let started = std::time::Instant::now();
         let mut child = cmd.spawn().map_err(|e| self.spawn_error(e))?;
         let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
