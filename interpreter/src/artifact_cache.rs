@@ -17,6 +17,7 @@ use tokio::sync::OnceCell;
 
 use crate::extract::{ExtractError, ExtractLimits, extract};
 use crate::fetch::{FailureClass, FetchError, Fetcher, Sha256Digest};
+use crate::release_path::{PathError, resolve_path};
 
 /// Bounds of the cache.
 #[derive(Debug, Clone)]
@@ -87,6 +88,11 @@ impl ArtifactHandle {
     /// Bytes the extraction wrote.
     pub fn size(&self) -> u64 {
         self.0.bytes
+    }
+
+    /// The release package directory `spec_path` inside this artifact (SPEC §17).
+    pub fn resolve(&self, spec_path: &str) -> Result<PathBuf, PathError> {
+        resolve_path(&self.0.root, spec_path)
     }
 }
 

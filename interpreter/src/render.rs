@@ -17,6 +17,7 @@ use tokio::sync::OnceCell;
 
 use crate::fetch::FailureClass;
 use crate::module_ref::{ModuleRef, ReleaseIdentity, synthesise_release};
+pub use crate::rendered::Rendered;
 
 /// Default deadline of one `cue` run (SPEC §18).
 pub const DEFAULT_RENDER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -136,70 +137,6 @@ fn first_lines(s: &str) -> String {
         "cue failed without a message".to_owned()
     } else {
         msg
-    }
-}
-
-/// The exported release: `kind: ModuleRelease`, `metadata`, `components`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rendered {
-    /// The whole exported value.
-    pub exported: Value,
-    /// `components.<component>.<key>` → object, in sorted order.
-    pub components: BTreeMap<String, BTreeMap<String, Value>>,
-}
-
-impl Rendered {
-    /// Checks the exported JSON has the release shape of DESIGN §3.
-    pub fn from_json(bytes: &[u8]) -> Result<Self, RenderError> {
-        let exported: Value =
-            serde_json::from_slice(bytes).map_err(|e| RenderError::InvalidOutput {
-                message: format!("cue output is not JSON: {e}"),
-            })?;
-        match exported.get("kind") {
-            Some(Value::String(k)) if k == "ModuleRelease" => {}
-            Some(Value::String(k)) => {
-                return Err(RenderError::UnsupportedKind {
-                    kind: Some(k.clone()),
-                });
-            }
-            Some(other) => {
-                return Err(RenderError::UnsupportedKind {
-                    kind: Some(other.to_string()),
-                });
-            }
-            None => return Err(RenderError::UnsupportedKind { kind: None }),
-        }
-        let invalid = |message: String| RenderError::InvalidOutput { message };
-        let comps = match exported.get("components") {
-            Some(Value::Object(m)) => m,
-            Some(_) => return Err(invalid("components is not a struct".into())),
-            None => return Err(invalid("exported value has no components".into())),
-        };
-        let mut components = BTreeMap::new();
-        for (name, objs) in comps {
-            let Value::Object(objs) = objs else {
-                return Err(invalid(format!("component {name:?} is not a struct")));
-            };
-            let mut out = BTreeMap::new();
-            for (key, obj) in objs {
-                if !obj.is_object() {
-                    return Err(invalid(format!("components.{name}.{key} is not an object")));
-                }
-                out.insert(key.clone(), obj.clone());
-            }
-            components.insert(name.clone(), out);
-        }
-        Ok(Self {
-            exported,
-            components,
-        })
-    }
-
-    /// Every object with its component and key, in sorted order.
-    pub fn objects(&self) -> impl Iterator<Item = (&str, &str, &Value)> {
-        self.components
-            .iter()
-            .flat_map(|(c, objs)| objs.iter().map(move |(k, v)| (c.as_str(), k.as_str(), v)))
     }
 }
 
@@ -523,29 +460,6 @@ mod tests {
         };
         assert_eq!(message.lines().count(), MESSAGE_LINES);
         assert!(message.starts_with("line 0\n"));
-    }
-
-    #[test]
-    fn exported_kind_is_checked() {
-        let e = Rendered::from_json(br#"{"kind":"Deployment","components":{}}"#).unwrap_err();
-        assert_eq!(
-            e,
-            RenderError::UnsupportedKind {
-                kind: Some("Deployment".into())
-            }
-        );
-        assert_eq!(e.reason(), "UnsupportedKind");
-        let e = Rendered::from_json(br#"{"components":{}}"#).unwrap_err();
-        assert_eq!(e, RenderError::UnsupportedKind { kind: None });
-        let e = Rendered::from_json(br#"{"kind":"ModuleRelease","components":{"a":{"b":1}}}"#)
-            .unwrap_err();
-        assert!(matches!(e, RenderError::InvalidOutput { .. }), "{e:?}");
-        let ok = Rendered::from_json(
-            br#"{"kind":"ModuleRelease","components":{"b":{"y":{"kind":"S"}},"a":{"x":{"kind":"C"}}}}"#,
-        )
-        .unwrap();
-        let keys: Vec<_> = ok.objects().map(|(c, k, _)| format!("{c}/{k}")).collect();
-        assert_eq!(keys, ["a/x", "b/y"]);
     }
 
     fn fake_cue(dir: &Path, script: &str) -> PathBuf {

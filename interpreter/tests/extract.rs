@@ -6,7 +6,8 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use opm_operator::FailureClass;
-use opm_operator::extract::{ArchiveFormat, ExtractError, ExtractLimits, extract, resolve_path};
+use opm_operator::extract::{ArchiveFormat, ExtractError, ExtractLimits, extract};
+use opm_operator::release_path::resolve_path;
 use support::{RawEntry, ZipEntry, dir, file, names_in, special, symlink, tar_gz, zip_bytes};
 use tar::EntryType;
 
