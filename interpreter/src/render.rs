@@ -108,23 +108,41 @@ impl RenderError {
 /// real binary, so an upgrade that changes them fails loudly.
 pub fn classify_stderr(stderr: &str) -> RenderError {
     let message = first_lines(stderr);
-    let unreachable = [
-        "cannot do HTTP request",
-        "connection refused",
-        "no such host",
-        "i/o timeout",
-    ];
-    if unreachable.iter().any(|p| stderr.contains(p)) {
+    if is_registry_unreachable(stderr) {
         RenderError::RegistryUnreachable { message }
-    } else if stderr.contains("module not found")
-        || stderr.contains("invalid module file")
-        || stderr.contains("mismatched major version")
-    {
+    } else if RESOLUTION.iter().any(|p| stderr.contains(p)) {
         RenderError::Resolution { message }
     } else {
         RenderError::Evaluation { message }
     }
 }
+
+/// The registry could not be asked, or answered with a server-side error: both may pass.
+fn is_registry_unreachable(stderr: &str) -> bool {
+    const NETWORK: [&str; 4] = [
+        "cannot do HTTP request",
+        "connection refused",
+        "no such host",
+        "i/o timeout",
+    ];
+    const SERVER: [&str; 5] = [
+        "429 Too Many Requests",
+        "500 Internal Server Error",
+        "502 Bad Gateway",
+        "503 Service Unavailable",
+        "504 Gateway Timeout",
+    ];
+    NETWORK.iter().any(|p| stderr.contains(p))
+        || (stderr.contains("cannot fetch") && SERVER.iter().any(|p| stderr.contains(p)))
+}
+
+/// A module, version or package that does not exist, or a module file that can never resolve.
+const RESOLUTION: [&str; 4] = [
+    "module not found",
+    "cannot find module providing package",
+    "invalid module file",
+    "mismatched major version",
+];
 
 fn first_lines(s: &str) -> String {
     let lines: Vec<&str> = s
@@ -436,6 +454,18 @@ mod tests {
             (e.class(), e.reason()),
             (FailureClass::Transient, "RenderFailed")
         );
+        let no_module = "x: import failed: cannot find package \"foo.example/bar\": cannot find module providing package foo.example/bar:";
+        assert_eq!(classify_stderr(no_module).reason(), "ResolutionFailed");
+        let server = "cannot fetch a@v0.2.1: module a@v0.2.1: 503 Service Unavailable: non-JSON error response";
+        assert!(matches!(
+            classify_stderr(server),
+            RenderError::RegistryUnreachable { .. }
+        ));
+        let value = "x: conflicting values \"503 Service Unavailable\" and 1";
+        assert!(matches!(
+            classify_stderr(value),
+            RenderError::Evaluation { .. }
+        ));
         let major = "invalid module file /t/cue.mod/module.cue: cannot make version: mismatched major version suffix";
         assert_eq!(classify_stderr(major).reason(), "ResolutionFailed");
         let eval = "_m.#config.replicas: conflicting values \"x\" and int (mismatched types string and int):\n    ./release.cue:5:5\n";
