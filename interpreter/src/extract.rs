@@ -213,7 +213,7 @@ fn extract_tar_gz(archive: &Path, sink: &mut Sink<'_>) -> Result<(), ExtractErro
         let kind = entry.header().entry_type();
         use tar::EntryType as T;
         match kind {
-            T::Regular | T::Continuous => {
+            T::Regular | T::Continuous if !name.as_bytes().ends_with(b"/") => {
                 let exec = entry.header().mode().is_ok_and(|m| m & 0o111 != 0);
                 let rel = sink.entry_path(&name)?;
                 if let Some(rel) = rel {
@@ -224,7 +224,8 @@ fn extract_tar_gz(archive: &Path, sink: &mut Sink<'_>) -> Result<(), ExtractErro
                     });
                 }
             }
-            T::Directory => {
+            // Old tar writers mark directories only by the trailing slash.
+            T::Regular | T::Directory => {
                 if let Some(rel) = sink.entry_path(&name)? {
                     sink.make_dirs(&rel, &shown)?;
                 }

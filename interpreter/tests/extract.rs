@@ -72,6 +72,7 @@ fn a_normal_tarball_extracts_and_resolves() {
             &tar_gz(&[
                 dir("./"),
                 dir("./apps/"),
+                file("./old-style-dir/", b""),
                 file("./apps/web/release.cue", b"package release\n"),
                 file("apps/web/../other/a.cue", b"x"),
                 symlink("apps/current", "web"),
@@ -82,7 +83,8 @@ fn a_normal_tarball_extracts_and_resolves() {
         )
         .expect("extract");
     assert_eq!(stats.format, ArchiveFormat::TarGz);
-    assert_eq!(stats.entries, 7);
+    assert_eq!(stats.entries, 8);
+    assert!(scene.dest().join("old-style-dir").is_dir());
     assert_eq!(stats.bytes, 16 + 1 + 10);
     let root = scene.dest();
     assert_eq!(names_in(&root.join("apps")), ["current", "other", "web"]);
