@@ -428,3 +428,46 @@ fn a_symlink_without_target_is_refused() {
         "{err:?}"
     );
 }
+
+/// A PAX `path` record, as tar writers put it in an extended header before an entry.
+fn pax_path(value: &str) -> Vec<u8> {
+    let body = format!(" path={value}\n");
+    // The length counts its own digits.
+    let mut len = body.len() + 1;
+    while format!("{len}{body}").len() != len {
+        len += 1;
+    }
+    format!("{len}{body}").into_bytes()
+}
+
+#[test]
+fn escaping_names_hidden_in_pax_or_gnu_long_name_records_are_refused() {
+    let mut pax = special("PaxHeaders/ok", EntryType::XHeader, None);
+    pax.data = pax_path("../pax-evil");
+    let err = refused_tar(&[pax, file("ok", b"x")]);
+    assert_eq!(
+        err,
+        ExtractError::EscapingName {
+            name: "../pax-evil".into()
+        }
+    );
+
+    let long = format!("{}/../../../gnu-evil", "d".repeat(120));
+    let mut gnu = special("././@LongLink", EntryType::GNULongName, None);
+    gnu.data = format!("{long}\0").into_bytes();
+    let err = refused_tar(&[gnu, file("short", b"x")]);
+    assert_eq!(err, ExtractError::EscapingName { name: long });
+
+    // The same records with harmless names extract under those names.
+    let scene = Scene::new();
+    let mut pax = special("PaxHeaders/ok", EntryType::XHeader, None);
+    pax.data = pax_path("deep/pax-name");
+    scene
+        .run(&tar_gz(&[pax, file("ok", b"x")]), &ExtractLimits::default())
+        .unwrap();
+    assert_eq!(
+        std::fs::read(scene.dest().join("deep/pax-name")).unwrap(),
+        b"x"
+    );
+    assert!(!scene.dest().join("ok").exists());
+}
