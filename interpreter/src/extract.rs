@@ -95,7 +95,16 @@ impl ExtractError {
     pub fn class(&self) -> FailureClass {
         match self {
             Self::Io { .. } => FailureClass::Transient,
-            _ => FailureClass::Stalled,
+            Self::UnknownFormat
+            | Self::AbsoluteName { .. }
+            | Self::EscapingName { .. }
+            | Self::ThroughLink { .. }
+            | Self::EscapingLink { .. }
+            | Self::HardLink { .. }
+            | Self::SpecialFile { .. }
+            | Self::TooManyEntries { .. }
+            | Self::TooLarge { .. }
+            | Self::Corrupt { .. } => FailureClass::Stalled,
         }
     }
 

@@ -85,12 +85,17 @@ pub enum RenderError {
 }
 
 impl RenderError {
+    /// Every variant is listed so a new one has to be placed in a SPEC §4 row.
     pub fn class(&self) -> FailureClass {
         match self {
             Self::RegistryUnreachable { .. } | Self::Timeout { .. } | Self::Io { .. } => {
                 FailureClass::Transient
             }
-            _ => FailureClass::Stalled,
+            Self::Resolution { .. }
+            | Self::Evaluation { .. }
+            | Self::UnsupportedKind { .. }
+            | Self::InvalidOutput { .. }
+            | Self::OutputTooLarge { .. } => FailureClass::Stalled,
         }
     }
 
@@ -99,7 +104,12 @@ impl RenderError {
         match self {
             Self::Resolution { .. } => "ResolutionFailed",
             Self::UnsupportedKind { .. } => "UnsupportedKind",
-            _ => "RenderFailed",
+            Self::RegistryUnreachable { .. }
+            | Self::Timeout { .. }
+            | Self::Io { .. }
+            | Self::Evaluation { .. }
+            | Self::InvalidOutput { .. }
+            | Self::OutputTooLarge { .. } => "RenderFailed",
         }
     }
 }
@@ -554,6 +564,21 @@ mod tests {
             "{message}"
         );
         assert!(message.len() <= 64, "{}", message.len());
+    }
+
+    #[tokio::test]
+    async fn a_successful_run_with_garbage_output_is_invalid_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = RenderConfig::new(fake_cue(dir.path(), "echo 'not json'"));
+        let err = Renderer::new(cfg)
+            .render_package(dir.path())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RenderError::InvalidOutput { .. }), "{err:?}");
+        assert_eq!(
+            (err.class(), err.reason()),
+            (FailureClass::Stalled, "RenderFailed")
+        );
     }
 
     #[tokio::test]
