@@ -102,6 +102,8 @@ pub struct CacheStats {
     pub hits: AtomicU64,
     pub misses: AtomicU64,
     pub downloads: AtomicU64,
+    /// Bytes of verified downloads (SPEC §21 fetch bytes).
+    pub bytes_downloaded: AtomicU64,
     pub evictions: AtomicU64,
 }
 
@@ -215,6 +217,9 @@ impl ArtifactCache {
     ) -> Result<ArtifactHandle, ArtifactError> {
         self.stats.downloads.fetch_add(1, Ordering::Relaxed);
         let fetched = self.fetcher.fetch(url, digest, &self.downloads_dir).await?;
+        self.stats
+            .bytes_downloaded
+            .fetch_add(fetched.size, Ordering::Relaxed);
         let io = |e: std::io::Error| ExtractError::Io {
             detail: e.to_string(),
         };

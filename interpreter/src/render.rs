@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -177,13 +178,23 @@ pub struct RenderKey {
     pub cue_version: String,
 }
 
+/// Counters for metrics (SPEC §21 cache hits) and tests.
+#[derive(Debug, Default)]
+pub struct RenderStats {
+    /// `cue export` runs started.
+    pub runs: AtomicU64,
+    /// Renders served from the render cache.
+    pub cache_hits: AtomicU64,
+}
+
 /// Runs `cue` and caches successful renders.
 #[derive(Debug)]
 pub struct Renderer {
     config: RenderConfig,
     cue_version: OnceCell<String>,
     cache: Mutex<BTreeMap<RenderKey, (Arc<Rendered>, u64)>>,
-    tick: std::sync::atomic::AtomicU64,
+    tick: AtomicU64,
+    stats: RenderStats,
 }
 
 impl Renderer {
@@ -193,7 +204,12 @@ impl Renderer {
             cue_version: OnceCell::new(),
             cache: Mutex::new(BTreeMap::new()),
             tick: 0.into(),
+            stats: RenderStats::default(),
         }
+    }
+
+    pub fn stats(&self) -> &RenderStats {
+        &self.stats
     }
 
     pub fn config(&self) -> &RenderConfig {
@@ -314,6 +330,7 @@ impl Renderer {
         use std::sync::atomic::Ordering::Relaxed;
         if let Some((hit, used)) = self.lock_cache().get_mut(&key) {
             *used = self.tick.fetch_add(1, Relaxed);
+            self.stats.cache_hits.fetch_add(1, Relaxed);
             return Ok(hit.clone());
         }
         let rendered = Arc::new(render.await?);
@@ -368,6 +385,7 @@ impl Renderer {
             });
         }
         let started = std::time::Instant::now();
+        self.stats.runs.fetch_add(1, Ordering::Relaxed);
         let mut child = cmd.spawn().map_err(|e| self.spawn_error(e))?;
         let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
             return Err(RenderError::Io {

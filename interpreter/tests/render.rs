@@ -5,6 +5,7 @@ mod support;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use opm_operator::FailureClass;
@@ -320,6 +321,8 @@ async fn renders_are_cached_by_their_inputs() {
         .await
         .unwrap();
     assert!(Arc::ptr_eq(&a, &b), "same inputs: no second cue run");
+    assert_eq!(r.stats().runs.load(Ordering::Relaxed), 1);
+    assert_eq!(r.stats().cache_hits.load(Ordering::Relaxed), 1);
     let c = r
         .render_module_cached(&m, &json!({"replicas": 4}), &identity())
         .await
