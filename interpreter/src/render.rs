@@ -520,11 +520,20 @@ mod tests {
         assert!(message.starts_with("line 0\n"));
     }
 
+    /// The executable is written by a child process (`install`), never through a file
+    /// descriptor of this multi-threaded test process: a descriptor inherited by a concurrent
+    /// fork would make the exec fail with ETXTBSY.
     fn fake_cue(dir: &Path, script: &str) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt;
+        let src = dir.join("fake-cue.txt");
+        std::fs::write(&src, format!("#!/bin/sh\n{script}\n")).unwrap();
         let p = dir.join("fake-cue");
-        std::fs::write(&p, format!("#!/bin/sh\n{script}\n")).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ok = std::process::Command::new("install")
+            .args(["-m", "755"])
+            .arg(&src)
+            .arg(&p)
+            .status()
+            .unwrap();
+        assert!(ok.success());
         p
     }
 
