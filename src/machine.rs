@@ -20,9 +20,14 @@ mod flow;
 
 use ctx::Ctx;
 
-/// One reconcile attempt. See the crate docs for the drain rule; in short: feed one input,
-/// execute the whole batch it returns, then feed the result of that batch's awaited effect,
-/// and nothing else, until a batch ends in `Done`.
+/// One reconcile attempt of one release.
+///
+/// **Feed one input, execute the whole batch it returns, then feed the result of that batch's
+/// awaited effect, and nothing else, until a batch ends in `Done`.**
+///
+/// Start with [`Attempt::start`] (an `Observed` input), continue with [`Attempt::step`], bound
+/// every awaited effect by [`Attempt::deadline`]. After `Done` the attempt refuses input; the
+/// next `Observed` starts a new one.
 #[derive(Debug, Clone)]
 pub struct Attempt {
     cfg: Config,

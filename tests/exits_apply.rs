@@ -208,7 +208,7 @@ fn applied_nothing_pruned() {
     let r = run_mr(&Config::default(), module_release(), &Canned::default());
     assert_eq!(
         (r.outcome, r.reason.as_str(), r.requeue),
-        (Outcome::Applied, "Applied", Some(secs(300)))
+        (Outcome::Applied, "ReconciliationSucceeded", Some(secs(300)))
     );
     assert_eq!(
         r.cond3("Ready"),

@@ -252,11 +252,7 @@ impl Attempt {
             s,
             After::Done(DoneInfo {
                 outcome,
-                reason: if outcome == Outcome::Applied {
-                    reasons::APPLIED
-                } else {
-                    reasons::PRUNED
-                },
+                reason: reasons::SUCCEEDED,
                 requeue,
                 metrics,
             }),
