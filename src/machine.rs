@@ -1,6 +1,6 @@
 //! The attempt state machine: the only place SPEC §3's order lives.
 //!
-//! `Attempt` holds a private [`Phase`] (what it is waiting for) and the facts gathered so far.
+//! `Attempt` holds a private `Phase` (what it is waiting for) and the facts gathered so far.
 //! Each input is checked against the phase, then consumed in one `match (phase, input)`.
 
 use std::time::Duration;
