@@ -24,6 +24,22 @@ impl Input {
     pub fn new(now: Timestamp, kind: InputKind) -> Self {
         Self { now, kind }
     }
+
+    /// The input that starts an attempt for a release that exists.
+    pub fn observed(now: Timestamp, object: ReleaseObject) -> Self {
+        Self::new(
+            now,
+            InputKind::Observed {
+                key: object.key(),
+                object: Some(Box::new(object)),
+            },
+        )
+    }
+
+    /// The input that starts an attempt for a release that no longer exists.
+    pub fn gone(now: Timestamp, key: ReleaseKey) -> Self {
+        Self::new(now, InputKind::Observed { key, object: None })
+    }
 }
 
 /// The fact carried by an input. `Observed` starts an attempt; each other variant answers the

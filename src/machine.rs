@@ -130,6 +130,7 @@ impl Attempt {
             }),
         }
         let batch = std::mem::take(&mut a.out);
+        debug_assert!(batch_shape_ok(&batch), "bad batch: {batch:?}");
         (a, batch)
     }
 
@@ -159,6 +160,12 @@ impl Attempt {
     /// (start + `spec.timeout`). The interpreter bounds each awaited effect by it.
     pub fn deadline(&self) -> Timestamp {
         self.deadline
+    }
+
+    /// Time left before the deadline at `now` (zero once passed): the bound for the awaited
+    /// effect the interpreter is about to run.
+    pub fn remaining(&self, now: Timestamp) -> Duration {
+        Duration::try_from(self.deadline.duration_since(now)).unwrap_or(Duration::ZERO)
     }
 
     /// True once the attempt has produced `Done`.

@@ -339,3 +339,118 @@ fn replay_names_the_first_divergence() {
     assert!(replay(r.trace.iter().map(String::as_str)).is_ok());
     assert!(replay([].into_iter()).is_err());
 }
+
+#[test]
+fn remaining_time_shrinks_to_zero_at_the_deadline() {
+    let mut mr = module_release();
+    mr.spec.common.timeout = Some("1m".into());
+    let (a, _) = Attempt::start(
+        &Config::default(),
+        Input::observed(t0(), ReleaseObject::ModuleRelease(mr)),
+    );
+    assert_eq!(a.remaining(t0()), secs(60));
+    assert_eq!(a.remaining(t0().checked_add(secs(45)).unwrap()), secs(15));
+    assert_eq!(a.remaining(t0().checked_add(secs(90)).unwrap()), secs(0));
+    let (g, batch) = Attempt::start(
+        &Config::default(),
+        Input::gone(
+            t0(),
+            ReleaseKey {
+                kind: Kind::Release,
+                namespace: "d".into(),
+                name: "n".into(),
+            },
+        ),
+    );
+    assert!(g.is_finished() && batch.len() == 1);
+}
+
+#[test]
+fn timeout_during_deletion_keeps_the_finalizer() {
+    let (mut mr, _) = applied_module_release(&Canned::default());
+    mr.spec.common.prune = true;
+    mr.spec.common.timeout = Some("10s".into());
+    mr.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t0()));
+    let canned = Canned {
+        slow: Some((EffectKind::InspectStale, secs(30))),
+        ..Default::default()
+    };
+    let r = run_mr(&Config::default(), mr, &canned);
+    assert_eq!(
+        (r.outcome, r.reason.as_str(), r.requeue),
+        (Outcome::FailedTransient, "ReconcileTimeout", Some(secs(5)))
+    );
+    assert!(r.find(EffectKind::RemoveFinalizer).is_none());
+    assert!(r.find(EffectKind::Prune).is_none());
+    assert_eq!(
+        r.cond3("Ready"),
+        c3(
+            "False",
+            "ReconcileTimeout",
+            "reconcile attempt exceeded timeout of 10s"
+        )
+    );
+}
+
+#[test]
+fn persistent_warn_drift_is_quiet_and_writes_nothing() {
+    let (mr, _) = applied_module_release(&Canned::default());
+    let id = opm_core::ResourceId {
+        group: "apps".into(),
+        kind: "Deployment".into(),
+        namespace: "demo".into(),
+        name: "web".into(),
+        version: "v1".into(),
+    };
+    let canned = Canned {
+        drift: opm_core::input::DriftReport {
+            drifted: vec![id],
+            errors: vec![],
+        },
+        ..Default::default()
+    };
+    let first = run_mr(&Config::default(), mr.clone(), &canned);
+    assert!(first.written.is_some());
+    let mut again = mr;
+    again.status = Some(first.status);
+    let second = run_mr(&Config::default(), again, &canned);
+    assert_eq!(second.outcome, Outcome::NoOp);
+    assert!(second.written.is_none());
+    assert_eq!(
+        second.event_tuples(),
+        vec![ev(
+            EventType::Normal,
+            "NoOp",
+            "Reconcile",
+            "No changes detected"
+        )]
+    );
+}
+
+#[test]
+fn transient_failures_keep_reconciling_ltt_and_warn_once() {
+    let canned = Canned {
+        render: Err(opm_core::input::RenderError::RegistryUnreachable {
+            message: "cannot do HTTP request".into(),
+        }),
+        ..Default::default()
+    };
+    let first = run_mr(&Config::default(), module_release(), &canned);
+    let mut mr = module_release();
+    mr.status = Some(first.status.clone());
+    let second = run(
+        &Config::default(),
+        ReleaseObject::ModuleRelease(mr),
+        &canned,
+        t0().checked_add(secs(5)).unwrap(),
+    );
+    assert!(second.events().is_empty());
+    assert_eq!(second.requeue, Some(secs(10)));
+    for t in ["Reconciling", "Ready"] {
+        assert_eq!(
+            second.cond(t).unwrap().last_transition_time,
+            first.cond(t).unwrap().last_transition_time
+        );
+    }
+}
