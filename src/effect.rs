@@ -12,7 +12,11 @@ use crate::outcome::Outcome;
 
 /// One request from the core. See the crate docs for the drain rule.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum Effect {
     /// Add `finalizer` to the release (merge patch, guarded against clobbering). Awaited:
     /// `FinalizerAdded`.
@@ -149,7 +153,11 @@ pub struct SourceLocator {
 
 /// What to evaluate.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(tag = "source", rename_all = "camelCase")]
+#[serde(
+    tag = "source",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum RenderRequest {
     /// Synthesise a release package importing `path@version` (package: last path element
     /// without `@vN`), unify with `values` and `#release`, export.
@@ -218,7 +226,11 @@ pub struct Event {
 
 /// Metric samples; the interpreter adds the release's kind/name/namespace labels.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum Metric {
     /// `opm_controller_reconcile_total{outcome}` +1 and the duration histogram.
     Reconcile {

@@ -45,7 +45,11 @@ impl Input {
 /// The fact carried by an input. `Observed` starts an attempt; each other variant answers the
 /// awaited effect of the same name.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum InputKind {
     /// The release as read from the API server; `None` when it no longer exists.
     Observed {
@@ -109,7 +113,11 @@ impl InputKind {
 
 /// A Kubernetes API failure, by class. `message` is the server's text, shown to users.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum ApiError {
     /// 403.
     #[error("forbidden: {message}")]
@@ -172,7 +180,11 @@ pub struct SourceArtifact {
 
 /// Why a Flux source could not be used.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum SourceError {
     #[error("source not found")]
     NotFound,
@@ -195,7 +207,11 @@ pub struct FetchedArtifact {
 
 /// Why an artifact could not be downloaded or unpacked.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum FetchError {
     #[error("HTTP status {status}")]
     Http { status: u16 },
@@ -238,7 +254,11 @@ pub struct RenderOutput {
 
 /// Why rendering failed. The interpreter classifies `cue`'s stderr into these variants.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum RenderError {
     /// A module or dependency cannot be fetched (unknown version, bad major version).
     #[error("{message}")]

@@ -454,3 +454,53 @@ fn transient_failures_keep_reconciling_ltt_and_warn_once() {
         );
     }
 }
+
+#[test]
+#[ignore = "prints a sample trace for reading"]
+fn print_sample_trace() {
+    let r = run_rel(&Config::default(), release(), &Canned::default());
+    for l in &r.trace {
+        println!("{l}");
+    }
+}
+
+fn keys(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                out.push(k.clone());
+                keys(v, out);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|v| keys(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn trace_json_uses_camel_case_keys() {
+    let (mut mr, _) = applied_module_release(&Canned::default());
+    mr.spec.common.service_account_name = Some("deployer".into());
+    mr.spec.common.prune = true;
+    let runs = [
+        run_rel(&Config::default(), release(), &Canned::default()),
+        run_mr(
+            &Config {
+                default_service_account: Some("x".into()),
+                ..Default::default()
+            },
+            mr,
+            &Canned::default(),
+        ),
+    ];
+    let mut all = Vec::new();
+    for r in &runs {
+        for line in &r.trace {
+            keys(&serde_json::from_str(line).unwrap(), &mut all);
+        }
+    }
+    let snake: Vec<&String> = all.iter().filter(|k| k.contains('_')).collect();
+    assert!(snake.is_empty(), "{snake:?}");
+    assert!(all.iter().any(|k| k == "requeueAfter"));
+    assert!(all.iter().any(|k| k == "fieldManager"));
+}
