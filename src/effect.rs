@@ -52,7 +52,8 @@ pub enum Effect {
     },
     /// Server-side apply, stage by stage, as `identity`. Within a stage objects may run
     /// concurrently; wait for CRDs of a stage to be Established before the next stage; skip
-    /// the write when a dry-run shows no change; stop after a stage with a failure.
+    /// the write when a dry-run shows no change; stop after a stage with a failure. A CRD
+    /// not Established within 60s is reported as that CRD's `Timeout` error.
     /// Awaited: `Applied`.
     Apply {
         stages: Vec<ApplyStage>,
@@ -130,6 +131,27 @@ impl Effect {
             Effect::RecordMetric { .. } => EffectKind::RecordMetric,
             Effect::Done { .. } => EffectKind::Done,
         }
+    }
+
+    /// The name of the input that answers this effect (`InputKind::name`), if awaited.
+    pub fn answered_by(&self) -> Option<&'static str> {
+        Some(match self {
+            Effect::AddFinalizer { .. } => "finalizerAdded",
+            Effect::RemoveFinalizer { .. } => "finalizerRemoved",
+            Effect::CheckDependencies { .. } => "dependenciesChecked",
+            Effect::ResolveSource { .. } => "sourceResolved",
+            Effect::FetchArtifact { .. } => "artifactFetched",
+            Effect::Render { .. } => "rendered",
+            Effect::CheckServiceAccount { .. } => "serviceAccountChecked",
+            Effect::CheckDrift { .. } => "driftChecked",
+            Effect::Apply { .. } => "applied",
+            Effect::InspectStale { .. } => "staleInspected",
+            Effect::Prune { .. } => "pruned",
+            Effect::PatchStatus { .. } => "statusPatched",
+            Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
+                return None;
+            }
+        })
     }
 
     /// True when the machine waits for this effect's result input.
