@@ -156,6 +156,7 @@ fn messages_are_truncated_in_conditions_and_history() {
     let r = run_mr(&Config::default(), module_release(), &eval_error(&long));
     assert_eq!(r.cond("Ready").unwrap().message.len(), 32 * 1024);
     assert_eq!(r.status.history[0].message.len(), 1024);
+    assert_eq!(r.events()[0].note.len(), 1024);
 }
 
 #[test]
