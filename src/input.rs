@@ -221,6 +221,9 @@ pub enum FetchError {
     Connection { message: String },
     #[error("digest mismatch: expected {expected}, got {actual}")]
     DigestMismatch { expected: String, actual: String },
+    /// The body broke off, or writing it locally failed: retried.
+    #[error("{message}")]
+    Io { message: String },
     /// Not tar.gz/zip, traversal, escaping or absolute link, hard link, device, FIFO,
     /// unsupported URL scheme or digest algorithm.
     #[error("{message}")]
