@@ -279,6 +279,12 @@ fn artifact_download_failures_are_transient() {
             },
             "artifact download failed: digest mismatch: expected sha256:a, got sha256:b",
         ),
+        (
+            FetchError::Io {
+                message: "truncated after 10 bytes".into(),
+            },
+            "artifact download failed: truncated after 10 bytes",
+        ),
     ];
     for (err, msg) in cases {
         let canned = Canned {
