@@ -41,7 +41,8 @@ cleanup() {
 		fi
 		wait "$pid" 2>/dev/null || true
 	done
-	if ((rc != 0)) && [[ -d "$logs" ]]; then
+	# Ctrl-C (130) and SIGTERM (143) are how a user stops us, not failures.
+	if ((rc != 0 && rc != 130 && rc != 143)) && [[ -d "$logs" ]]; then
 		local kept f
 		kept="$(mktemp -d "${TMPDIR:-/tmp}/opm-${prog##*/}-logs.XXXXXX")"
 		cp -r "$logs/." "$kept/"
@@ -56,7 +57,7 @@ cleanup() {
 	exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
+trap 'printf "\n%s: stopping\n" "${prog:-hack}" >&2; exit 130' INT
 trap 'exit 143' TERM
 
 # start <name> <command...>: runs it in the background, output in $logs/<name>.log.
