@@ -380,7 +380,7 @@ fn manager_cluster_role_is_least_privilege() {
         if verbs.contains(&"impersonate") {
             for res in strings(&r["resources"]) {
                 assert!(
-                    ["serviceaccounts", "users", "groups"].contains(&res),
+                    ["serviceaccounts", "groups"].contains(&res),
                     "impersonation beyond ServiceAccounts: {res}"
                 );
             }
@@ -415,6 +415,10 @@ fn manager_cluster_role_is_least_privilege() {
     }
     assert!(grants(&rules, "", "serviceaccounts", "impersonate"));
     assert!(grants(&rules, "", "groups", "impersonate"));
+    assert!(
+        !grants(&rules, "", "users", "impersonate"),
+        "ServiceAccount impersonation does not need `users`"
+    );
     assert!(grants(&rules, "events.k8s.io", "events", "create"));
     assert!(grants(&rules, "events.k8s.io", "events", "patch"));
     for (group, res) in [
