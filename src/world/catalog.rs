@@ -194,10 +194,7 @@ impl ModuleDef {
                         }
                         Some(d) if !same_type(d, v) => {
                             return Err(RenderError::Evaluation {
-                                message: format!(
-                                    "#config.{k}: conflicting values {} and {}",
-                                    d, v
-                                ),
+                                message: format!("#config.{k}: conflicting values {} and {}", d, v),
                             });
                         }
                         _ => {
@@ -333,7 +330,11 @@ impl Catalog {
         };
         match a.paths.get(&normalise_path(path)) {
             Some(r) => r.clone(),
-            None if a.paths.keys().any(|p| p.starts_with(&format!("{}/", normalise_path(path)))) => {
+            None if a
+                .paths
+                .keys()
+                .any(|p| p.starts_with(&format!("{}/", normalise_path(path)))) =>
+            {
                 Err(RenderError::ReleaseFileNotFound {
                     message: format!("no release.cue in \"{path}\""),
                 })
@@ -353,15 +354,25 @@ mod tests {
     fn web_module_substitutes_values_with_types() {
         let m = ModuleDef::web();
         let v = m
-            .render("app", "demo", Some(&json!({"replicas": 3, "message": "hi"})))
+            .render(
+                "app",
+                "demo",
+                Some(&json!({"replicas": 3, "message": "hi"})),
+            )
             .unwrap();
         assert_eq!(v["kind"], "ModuleRelease");
         assert_eq!(v["metadata"], json!({"name": "app", "namespace": "demo"}));
         let dep = &v["components"]["web"]["deployment"];
         assert_eq!(dep["spec"]["replicas"], json!(3));
         assert_eq!(dep["metadata"]["name"], json!("app"));
-        assert_eq!(v["components"]["config"]["configmap"]["metadata"]["name"], "app-config");
-        assert_eq!(v["components"]["config"]["configmap"]["data"]["message"], "hi");
+        assert_eq!(
+            v["components"]["config"]["configmap"]["metadata"]["name"],
+            "app-config"
+        );
+        assert_eq!(
+            v["components"]["config"]["configmap"]["data"]["message"],
+            "hi"
+        );
     }
 
     #[test]
@@ -371,7 +382,9 @@ mod tests {
             m.render("a", "d", Some(&json!({"nope": 1}))),
             Err(RenderError::Evaluation { .. })
         ));
-        let e = m.render("a", "d", Some(&json!({"replicas": "three"}))).unwrap_err();
+        let e = m
+            .render("a", "d", Some(&json!({"replicas": "three"})))
+            .unwrap_err();
         assert!(e.to_string().contains("conflicting values"), "{e}");
     }
 
@@ -389,7 +402,13 @@ mod tests {
     #[test]
     fn artifacts_by_digest_and_path() {
         let mut c = Catalog::default();
-        let adv = c.add_artifact(ArtifactDef::package("main@sha1:1", "./apps/web", "web", "demo", json!({})));
+        let adv = c.add_artifact(ArtifactDef::package(
+            "main@sha1:1",
+            "./apps/web",
+            "web",
+            "demo",
+            json!({}),
+        ));
         assert!(digest::is_sha256(&adv.digest));
         assert!(c.served(&adv.url).is_some());
         assert!(c.render_artifact(&adv.digest, "apps/web/").is_ok());
@@ -401,14 +420,28 @@ mod tests {
             c.render_artifact(&adv.digest, "nope"),
             Err(RenderError::PathNotFound { .. })
         ));
-        let other = c.add_artifact(ArtifactDef::package("main@sha1:2", ".", "web", "demo", json!({})));
+        let other = c.add_artifact(ArtifactDef::package(
+            "main@sha1:2",
+            ".",
+            "web",
+            "demo",
+            json!({}),
+        ));
         assert_ne!(adv.digest, other.digest);
     }
 
     #[test]
     fn embedded_placeholders_are_stringified() {
-        let v = substitute_str("${release.name}-${values.port}", "a", "d", &json!({"port": 80}));
+        let v = substitute_str(
+            "${release.name}-${values.port}",
+            "a",
+            "d",
+            &json!({"port": 80}),
+        );
         assert_eq!(v, json!("a-80"));
-        assert_eq!(substitute_str("${values}", "a", "d", &json!({"b": 1, "a": 2})), json!("{\"a\":2,\"b\":1}"));
+        assert_eq!(
+            substitute_str("${values}", "a", "d", &json!({"b": 1, "a": 2})),
+            json!("{\"a\":2,\"b\":1}")
+        );
     }
 }

@@ -119,10 +119,12 @@ impl World {
             }
             // An awaited effect always has an answer.
             let input = Input::new(self.now, answer.expect("awaited effect answered"));
-            batch = machine.step(input.clone()).map_err(|error| WorldError::Input {
-                key: key.clone(),
-                error,
-            })?;
+            batch = machine
+                .step(input.clone())
+                .map_err(|error| WorldError::Input {
+                    key: key.clone(),
+                    error,
+                })?;
             inputs.push(input);
         };
         let (outcome, reason, requeue_after) = done;

@@ -19,11 +19,20 @@ use super::{ArtifactDef, Fault, FieldPath, Grant, SourceId, World, WorldError};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum WorldEvent {
-    CreateRelease { object: Box<ReleaseObject> },
+    CreateRelease {
+        object: Box<ReleaseObject>,
+    },
     /// An RFC 7386 merge patch to the release's spec.
-    EditSpec { key: ReleaseKey, patch: Value },
-    Suspend { key: ReleaseKey },
-    Resume { key: ReleaseKey },
+    EditSpec {
+        key: ReleaseKey,
+        patch: Value,
+    },
+    Suspend {
+        key: ReleaseKey,
+    },
+    Resume {
+        key: ReleaseKey,
+    },
     /// Sets (`value: None` removes) an annotation.
     Annotate {
         key: ReleaseKey,
@@ -31,33 +40,52 @@ pub enum WorldEvent {
         value: Option<String>,
     },
     /// `reconcile.opmodel.dev/requestedAt: <token>` (SPEC §1.4).
-    RequestReconcile { key: ReleaseKey, token: String },
-    Delete { key: ReleaseKey },
+    RequestReconcile {
+        key: ReleaseKey,
+        token: String,
+    },
+    Delete {
+        key: ReleaseKey,
+    },
     /// The source now advertises this artifact (and is ready).
     NewArtifact {
         source: SourceId,
         artifact: ArtifactDef,
     },
     /// The source's Ready turns False (its artifact is kept).
-    SourceNotReady { source: SourceId, message: String },
-    Fault { fault: Fault },
+    SourceNotReady {
+        source: SourceId,
+        message: String,
+    },
+    Fault {
+        fault: Fault,
+    },
     /// Every fault is removed.
     ClearFaults,
     /// An external release's Ready condition is set (observedGeneration = generation).
-    DependencyReady { key: ReleaseKey, ready: bool },
+    DependencyReady {
+        key: ReleaseKey,
+        ready: bool,
+    },
     CreateServiceAccount {
         namespace: String,
         name: String,
         #[serde(default)]
         grants: Vec<Grant>,
     },
-    DeleteServiceAccount { namespace: String, name: String },
+    DeleteServiceAccount {
+        namespace: String,
+        name: String,
+    },
     Grant {
         namespace: String,
         name: String,
         grant: Grant,
     },
-    RevokeGrants { namespace: String, name: String },
+    RevokeGrants {
+        namespace: String,
+        name: String,
+    },
     /// Another manager writes one field of a managed object (`null` removes it).
     TamperObject {
         id: ResourceId,
@@ -66,15 +94,26 @@ pub enum WorldEvent {
         value: Value,
     },
     /// Someone deletes a managed object.
-    DeleteObject { id: ResourceId },
+    DeleteObject {
+        id: ResourceId,
+    },
     /// The operator process restarts: the work queue is rebuilt from a full list (every
     /// release due at once) and in-memory metrics start from zero.
     OperatorRestart,
 }
 
 impl World {
-    /// Applies `event` now.
+    /// Applies `event` now. Edits of a release that no longer exists change nothing (as a
+    /// `kubectl` call on a deleted object would), so histories stay valid whatever
+    /// deletions they contain; a patch that makes the spec invalid is an error.
     pub fn apply_event(&mut self, event: WorldEvent) -> Result<(), WorldError> {
+        match self.apply_event_inner(event) {
+            Err(WorldError::Edit(super::EditError::NotFound(_))) => Ok(()),
+            other => other,
+        }
+    }
+
+    fn apply_event_inner(&mut self, event: WorldEvent) -> Result<(), WorldError> {
         match event {
             WorldEvent::CreateRelease { object } => {
                 self.create_release(*object)?;

@@ -13,9 +13,9 @@ use serde_json::Value;
 
 use crate::effect::{Effect, Event, Impersonation, Metric, RenderRequest};
 use crate::input::{
-    ApiError, ApplyReport, AppliedObject, DependencyReport, DriftReport,
-    FetchError, FetchedArtifact, GroupKind, InputKind, LiveMeta, LiveObject, ObjectResult,
-    RenderError, RenderOutput, SourceError,
+    ApiError, AppliedObject, ApplyReport, DependencyReport, DriftReport, FetchError,
+    FetchedArtifact, GroupKind, InputKind, LiveMeta, LiveObject, ObjectResult, RenderError,
+    RenderOutput, SourceError,
 };
 use crate::object::{ReleaseKey, ResourceId};
 use crate::outcome::Outcome;
@@ -61,8 +61,11 @@ impl Metrics {
                 updated,
                 unchanged,
             } => {
-                for (a, n) in [("created", created), ("updated", updated), ("unchanged", unchanged)]
-                {
+                for (a, n) in [
+                    ("created", created),
+                    ("updated", updated),
+                    ("unchanged", unchanged),
+                ] {
                     *self.apply_resources.entry((key.clone(), a)).or_default() += n;
                 }
             }
@@ -138,7 +141,12 @@ impl World {
         Some(self.perform(key, effect, fault))
     }
 
-    fn perform(&mut self, key: &ReleaseKey, effect: &Effect, fault: Option<FaultError>) -> InputKind {
+    fn perform(
+        &mut self,
+        key: &ReleaseKey,
+        effect: &Effect,
+        fault: Option<FaultError>,
+    ) -> InputKind {
         let api_err = fault.as_ref().and_then(FaultError::as_api);
         match effect {
             Effect::AddFinalizer { finalizer } => InputKind::FinalizerAdded {
@@ -230,8 +238,13 @@ impl World {
                             None => self
                                 .authorize(identity.as_ref(), Verb::Apply, &o.id)
                                 .and_then(|()| {
-                                    self.store
-                                        .apply(&o.id, &o.manifest, field_manager, *force, false)
+                                    self.store.apply(
+                                        &o.id,
+                                        &o.manifest,
+                                        field_manager,
+                                        *force,
+                                        false,
+                                    )
                                 }),
                         };
                         if result.is_ok() {
@@ -337,7 +350,11 @@ impl World {
             .filter(|k| k.namespace == namespace)
             .cloned()
             .collect();
-        keys.extend(refs.iter().filter(|r| self.releases.get(r).is_some()).cloned());
+        keys.extend(
+            refs.iter()
+                .filter(|r| self.releases.get(r).is_some())
+                .cloned(),
+        );
         DependencyReport {
             releases: keys
                 .iter()
@@ -401,7 +418,11 @@ impl World {
         // Report the cluster-scoped kinds the value uses, as discovery would for them.
         let mut cluster_scoped = BTreeSet::new();
         if let Some(comps) = value.get("components").and_then(Value::as_object) {
-            for obj in comps.values().filter_map(Value::as_object).flat_map(|c| c.values()) {
+            for obj in comps
+                .values()
+                .filter_map(Value::as_object)
+                .flat_map(|c| c.values())
+            {
                 let (Some(av), Some(kind)) = (obj["apiVersion"].as_str(), obj["kind"].as_str())
                 else {
                     continue;

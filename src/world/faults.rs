@@ -21,13 +21,23 @@ use super::prng::SplitMix64;
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum FaultError {
     /// A Kubernetes API error (also usable for source reads).
-    Api { error: ApiError },
-    Source { error: SourceError },
-    Fetch { error: FetchError },
-    Render { error: RenderError },
+    Api {
+        error: ApiError,
+    },
+    Source {
+        error: SourceError,
+    },
+    Fetch {
+        error: FetchError,
+    },
+    Render {
+        error: RenderError,
+    },
     /// The effect works but takes this long in virtual time (a deadline overrun becomes
     /// that effect's `Timeout` error, as the interpreter reports it).
-    Delay { duration: Duration },
+    Delay {
+        duration: Duration,
+    },
 }
 
 impl FaultError {
@@ -44,9 +54,10 @@ impl FaultError {
     /// The error as an API error, for effects answered with `ApiError`s.
     pub fn as_api(&self) -> Option<ApiError> {
         match self {
-            FaultError::Api { error } | FaultError::Source { error: SourceError::Api { error } } => {
-                Some(error.clone())
-            }
+            FaultError::Api { error }
+            | FaultError::Source {
+                error: SourceError::Api { error },
+            } => Some(error.clone()),
             _ => None,
         }
     }
@@ -225,9 +236,9 @@ impl FaultSchedule {
 
     /// True when no fault can hit an effect at or after `t`.
     pub fn quiet_from(&self, t: Timestamp) -> bool {
-        self.faults.iter().all(|(f, hits)| {
-            f.until.is_some_and(|u| u <= t) || f.times.is_some_and(|n| *hits >= n)
-        })
+        self.faults
+            .iter()
+            .all(|(f, hits)| f.until.is_some_and(|u| u <= t) || f.times.is_some_and(|n| *hits >= n))
     }
 }
 
@@ -266,8 +277,10 @@ mod tests {
         assert!(s.quiet_from(t(20)));
         let mut other = key();
         other.name = "b".into();
-        s.add(Fault::always(EffectKind::Prune, FaultError::unavailable()).for_release(other.clone()))
-            .unwrap();
+        s.add(
+            Fault::always(EffectKind::Prune, FaultError::unavailable()).for_release(other.clone()),
+        )
+        .unwrap();
         assert_eq!(s.take(EffectKind::Prune, &key(), t(0), &mut rng), None);
         assert!(s.take(EffectKind::Prune, &other, t(0), &mut rng).is_some());
     }
@@ -278,11 +291,25 @@ mod tests {
         let fetch = FaultError::Fetch {
             error: FetchError::Http { status: 503 },
         };
-        assert!(s.add(Fault::always(EffectKind::Apply, fetch.clone())).is_err());
-        assert!(s.add(Fault::always(EffectKind::FetchArtifact, fetch)).is_ok());
-        assert!(s.add(Fault::always(EffectKind::EmitEvent, FaultError::unavailable())).is_err());
+        assert!(
+            s.add(Fault::always(EffectKind::Apply, fetch.clone()))
+                .is_err()
+        );
+        assert!(
+            s.add(Fault::always(EffectKind::FetchArtifact, fetch))
+                .is_ok()
+        );
+        assert!(
+            s.add(Fault::always(
+                EffectKind::EmitEvent,
+                FaultError::unavailable()
+            ))
+            .is_err()
+        );
         assert_eq!(
-            FaultError::unavailable().as_render().map(|e| matches!(e, RenderError::RegistryUnreachable { .. })),
+            FaultError::unavailable()
+                .as_render()
+                .map(|e| matches!(e, RenderError::RegistryUnreachable { .. })),
             Some(true)
         );
     }

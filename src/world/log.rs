@@ -128,6 +128,8 @@ pub struct TimelineEntry {
 #[serde(rename_all = "camelCase")]
 pub struct Trigger {
     pub at: Timestamp,
+    /// Attempts run before it (the id the next attempt gets).
+    pub before_attempt: u64,
     pub key: ReleaseKey,
     pub why: String,
 }

@@ -262,7 +262,10 @@ impl World {
     }
 
     /// A release someone else reconciles, only read by dependency checks.
-    pub fn add_external_release(&mut self, object: ReleaseObject) -> Result<ReleaseKey, WorldError> {
+    pub fn add_external_release(
+        &mut self,
+        object: ReleaseObject,
+    ) -> Result<ReleaseKey, WorldError> {
         let uid = self.rng.uuid();
         Ok(self.releases.create(object, true, uid, self.now)?)
     }
@@ -310,6 +313,7 @@ impl World {
         self.changed_at.insert(key.clone(), now);
         self.triggers.push(Trigger {
             at: now,
+            before_attempt: self.timeline.len() as u64,
             key: key.clone(),
             why: why.to_string(),
         });

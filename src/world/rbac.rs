@@ -180,7 +180,10 @@ mod tests {
     #[test]
     fn operator_identity_may_do_everything() {
         let r = Rbac::default();
-        assert!(r.authorize(None, Verb::Delete, &id("", "Namespace"), true).is_ok());
+        assert!(
+            r.authorize(None, Verb::Delete, &id("", "Namespace"), true)
+                .is_ok()
+        );
     }
 
     #[test]
@@ -189,7 +192,10 @@ mod tests {
         r.create_account("demo", "deployer");
         r.grant("demo", "deployer", Grant::namespace_admin());
         let w = who("demo", "deployer");
-        assert!(r.authorize(Some(&w), Verb::Apply, &id("demo", "ConfigMap"), false).is_ok());
+        assert!(
+            r.authorize(Some(&w), Verb::Apply, &id("demo", "ConfigMap"), false)
+                .is_ok()
+        );
         let err = r
             .authorize(Some(&w), Verb::Apply, &id("other", "ConfigMap"), false)
             .unwrap_err();
@@ -199,7 +205,10 @@ mod tests {
                 message: "configmaps \"x\" is forbidden: User \"system:serviceaccount:demo:deployer\" cannot patch resource \"configmaps\" in the namespace \"other\"".into()
             }
         );
-        assert!(r.authorize(Some(&w), Verb::Apply, &id("", "Namespace"), true).is_err());
+        assert!(
+            r.authorize(Some(&w), Verb::Apply, &id("", "Namespace"), true)
+                .is_err()
+        );
     }
 
     #[test]
@@ -219,10 +228,22 @@ mod tests {
         );
         let w = who("demo", "ro");
         // The binding exists but the account does not yet.
-        assert!(r.authorize(Some(&w), Verb::Get, &id("demo", "ConfigMap"), false).is_err());
+        assert!(
+            r.authorize(Some(&w), Verb::Get, &id("demo", "ConfigMap"), false)
+                .is_err()
+        );
         r.create_account("demo", "ro");
-        assert!(r.authorize(Some(&w), Verb::Get, &id("demo", "ConfigMap"), false).is_ok());
-        assert!(r.authorize(Some(&w), Verb::Delete, &id("demo", "ConfigMap"), false).is_err());
-        assert!(r.authorize(Some(&w), Verb::Get, &id("demo", "Secret"), false).is_err());
+        assert!(
+            r.authorize(Some(&w), Verb::Get, &id("demo", "ConfigMap"), false)
+                .is_ok()
+        );
+        assert!(
+            r.authorize(Some(&w), Verb::Delete, &id("demo", "ConfigMap"), false)
+                .is_err()
+        );
+        assert!(
+            r.authorize(Some(&w), Verb::Get, &id("demo", "Secret"), false)
+                .is_err()
+        );
     }
 }

@@ -252,8 +252,7 @@ impl Releases {
     ) -> Result<ReleaseStatus, ApiError> {
         let o = self.object_mut(key)?;
         let status = status_mut(o);
-        let mut v = serde_json::to_value(status.clone().unwrap_or_default())
-            .unwrap_or(Value::Null);
+        let mut v = serde_json::to_value(status.clone().unwrap_or_default()).unwrap_or(Value::Null);
         merge_patch(&mut v, patch);
         let new: ReleaseStatus = serde_json::from_value(v).map_err(|e| ApiError::Invalid {
             message: format!("status is invalid: {e}"),

@@ -129,10 +129,7 @@ impl StoredObject {
         let mut meta = Map::new();
         meta.insert("name".into(), Value::String(self.id.name.clone()));
         if !self.id.namespace.is_empty() {
-            meta.insert(
-                "namespace".into(),
-                Value::String(self.id.namespace.clone()),
-            );
+            meta.insert("namespace".into(), Value::String(self.id.namespace.clone()));
         }
         meta.insert("uid".into(), Value::String(self.uid.clone()));
         meta.insert(
@@ -225,13 +222,15 @@ impl Store {
             objects: BTreeMap::new(),
             cluster_scoped,
             immutable,
-            uids: SplitMix64::new(seed ^ 0x5eed_0b1e_c7u64),
+            uids: SplitMix64::new(seed ^ 0x005e_ed0b_1ec7_u64),
             resource_version: 0,
         }
     }
 
     pub fn is_cluster_scoped(&self, group: &str, kind: &str) -> bool {
-        self.cluster_scoped.iter().any(|gk| gk.group == group && gk.kind == kind)
+        self.cluster_scoped
+            .iter()
+            .any(|gk| gk.group == group && gk.kind == kind)
     }
 
     pub fn cluster_scoped(&self) -> Vec<GroupKind> {
@@ -287,12 +286,13 @@ impl Store {
         dry_run: bool,
     ) -> Result<ApplyAction, ApiError> {
         let desired = fields_of(manifest);
-        if !id.namespace.is_empty() && !self.is_cluster_scoped(&id.group, &id.kind) {
-            if !self.namespace_exists(&id.namespace) {
-                return Err(ApiError::NotFound {
-                    message: format!("namespaces \"{}\" not found", id.namespace),
-                });
-            }
+        if !id.namespace.is_empty()
+            && !self.is_cluster_scoped(&id.group, &id.kind)
+            && !self.namespace_exists(&id.namespace)
+        {
+            return Err(ApiError::NotFound {
+                message: format!("namespaces \"{}\" not found", id.namespace),
+            });
         }
         let key = key_of(id);
         let Some(live) = self.objects.get(&key) else {
@@ -366,7 +366,7 @@ impl Store {
         }
         for (kind, f) in &self.immutable {
             if kind == &id.kind
-                && live.fields.get(f).is_some()
+                && live.fields.contains_key(f)
                 && live.fields.get(f) != fields.get(f)
             {
                 return Err(ApiError::Invalid {

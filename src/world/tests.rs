@@ -59,7 +59,9 @@ fn apply(objs: Vec<DesiredObject>, identity: Option<crate::effect::Impersonation
 
 fn applied(r: Option<InputKind>) -> Vec<Result<ApplyAction, ApiError>> {
     match r {
-        Some(InputKind::Applied { report }) => report.objects.into_iter().map(|o| o.result).collect(),
+        Some(InputKind::Applied { report }) => {
+            report.objects.into_iter().map(|o| o.result).collect()
+        }
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -77,8 +79,14 @@ fn new_release_is_due_now_and_triggers_are_recorded() {
 fn apply_creates_then_reports_unchanged() {
     let (mut w, key) = world();
     let e = apply(vec![cm("a", "1"), cm("b", "1")], None);
-    assert_eq!(applied(w.execute(&key, &e)), vec![Ok(ApplyAction::Created); 2]);
-    assert_eq!(applied(w.execute(&key, &e)), vec![Ok(ApplyAction::Unchanged); 2]);
+    assert_eq!(
+        applied(w.execute(&key, &e)),
+        vec![Ok(ApplyAction::Created); 2]
+    );
+    assert_eq!(
+        applied(w.execute(&key, &e)),
+        vec![Ok(ApplyAction::Unchanged); 2]
+    );
     assert_eq!(w.store().len(), 3); // the namespace and two ConfigMaps
 }
 
@@ -89,8 +97,14 @@ fn apply_fault_fails_first_object_and_stops_after_the_stage() {
         .unwrap();
     let e = Effect::Apply {
         stages: vec![
-            ApplyStage { stage: 1, objects: vec![cm("a", "1"), cm("b", "1")] },
-            ApplyStage { stage: 3, objects: vec![cm("c", "1")] },
+            ApplyStage {
+                stage: 1,
+                objects: vec![cm("a", "1"), cm("b", "1")],
+            },
+            ApplyStage {
+                stage: 3,
+                objects: vec![cm("c", "1")],
+            },
         ],
         field_manager: "opm-controller".into(),
         force: false,
@@ -118,10 +132,16 @@ fn impersonated_apply_and_prune_follow_rbac() {
             cluster_wide: false,
         }],
     );
-    assert_eq!(applied(w.execute(&key, &apply(vec![cm("a", "1")], Some(who.clone())))), vec![Ok(ApplyAction::Created)]);
+    assert_eq!(
+        applied(w.execute(&key, &apply(vec![cm("a", "1")], Some(who.clone())))),
+        vec![Ok(ApplyAction::Created)]
+    );
     let live = w.object(&cm("a", "1").id).unwrap().clone();
     let prune = Effect::Prune {
-        deletions: vec![Deletion { id: live.id.clone(), uid: live.uid.clone() }],
+        deletions: vec![Deletion {
+            id: live.id.clone(),
+            uid: live.uid.clone(),
+        }],
         identity: Some(who),
     };
     match w.execute(&key, &prune) {
@@ -132,7 +152,10 @@ fn impersonated_apply_and_prune_follow_rbac() {
     }
     // As the operator, with a stale uid: a conflict, and nothing deleted.
     let stale = Effect::Prune {
-        deletions: vec![Deletion { id: live.id.clone(), uid: "old".into() }],
+        deletions: vec![Deletion {
+            id: live.id.clone(),
+            uid: "old".into(),
+        }],
         identity: None,
     };
     match w.execute(&key, &stale) {
@@ -156,7 +179,10 @@ fn stale_inspection_reports_uid_labels_or_absence() {
         Some(InputKind::StaleInspected { objects }) => {
             let meta = objects[0].result.clone().unwrap().unwrap();
             assert_eq!(meta.uid, w.object(&cm("a", "1").id).unwrap().uid);
-            assert_eq!(meta.labels["app.kubernetes.io/managed-by"], "opm-controller");
+            assert_eq!(
+                meta.labels["app.kubernetes.io/managed-by"],
+                "opm-controller"
+            );
             assert_eq!(objects[1].result, Ok(None));
         }
         other => panic!("{other:?}"),
@@ -184,7 +210,9 @@ fn drift_check_sees_tampering() {
     })
     .unwrap();
     match w.execute(&key, &check) {
-        Some(InputKind::DriftChecked { report }) => assert_eq!(report.drifted, vec![cm("a", "1").id]),
+        Some(InputKind::DriftChecked { report }) => {
+            assert_eq!(report.drifted, vec![cm("a", "1").id])
+        }
         other => panic!("{other:?}"),
     }
     // Re-applying now conflicts with the other manager.
@@ -205,19 +233,29 @@ fn sources_fetch_and_render() {
     let resolve = Effect::ResolveSource { source: loc };
     assert_eq!(
         w.execute(&key, &resolve),
-        Some(InputKind::SourceResolved { result: Err(SourceError::NotFound) })
+        Some(InputKind::SourceResolved {
+            result: Err(SourceError::NotFound)
+        })
     );
-    let adv = w.publish(&src, ArtifactDef::package("v1", "./app", "app", "demo", json!({})));
+    let adv = w.publish(
+        &src,
+        ArtifactDef::package("v1", "./app", "app", "demo", json!({})),
+    );
     assert_eq!(
         w.execute(&key, &resolve),
-        Some(InputKind::SourceResolved { result: Ok(adv.clone()) })
+        Some(InputKind::SourceResolved {
+            result: Ok(adv.clone())
+        })
     );
     let fetch = Effect::FetchArtifact {
         url: adv.url.clone(),
         digest: adv.digest.clone(),
         revision: adv.revision.clone(),
     };
-    assert!(matches!(w.execute(&key, &fetch), Some(InputKind::ArtifactFetched { result: Ok(_) })));
+    assert!(matches!(
+        w.execute(&key, &fetch),
+        Some(InputKind::ArtifactFetched { result: Ok(_) })
+    ));
     let wrong = Effect::FetchArtifact {
         url: adv.url.clone(),
         digest: crate::digest::EMPTY_DIGEST.into(),
@@ -225,7 +263,9 @@ fn sources_fetch_and_render() {
     };
     assert!(matches!(
         w.execute(&key, &wrong),
-        Some(InputKind::ArtifactFetched { result: Err(FetchError::DigestMismatch { .. }) })
+        Some(InputKind::ArtifactFetched {
+            result: Err(FetchError::DigestMismatch { .. })
+        })
     ));
     let render = Effect::Render {
         request: crate::effect::RenderRequest::Artifact {
@@ -234,7 +274,10 @@ fn sources_fetch_and_render() {
             path: "./app".into(),
         },
     };
-    assert!(matches!(w.execute(&key, &render), Some(InputKind::Rendered { result: Ok(_) })));
+    assert!(matches!(
+        w.execute(&key, &render),
+        Some(InputKind::Rendered { result: Ok(_) })
+    ));
 }
 
 #[test]
@@ -242,14 +285,21 @@ fn delay_fault_moves_the_clock_and_overrun_is_a_timeout() {
     let (mut w, key) = world();
     w.add_fault(Fault::always(
         EffectKind::CheckServiceAccount,
-        FaultError::Delay { duration: Duration::from_secs(400) },
+        FaultError::Delay {
+            duration: Duration::from_secs(400),
+        },
     ))
     .unwrap();
     w.current.deadline = Some(t(300));
-    let e = Effect::CheckServiceAccount { namespace: "demo".into(), name: "x".into() };
+    let e = Effect::CheckServiceAccount {
+        namespace: "demo".into(),
+        name: "x".into(),
+    };
     assert!(matches!(
         w.execute(&key, &e),
-        Some(InputKind::ServiceAccountChecked { result: Err(ApiError::Timeout { .. }) })
+        Some(InputKind::ServiceAccountChecked {
+            result: Err(ApiError::Timeout { .. })
+        })
     ));
     assert_eq!(w.now(), t(400));
 }
@@ -257,18 +307,29 @@ fn delay_fault_moves_the_clock_and_overrun_is_a_timeout() {
 #[test]
 fn finalizers_status_and_fire_and_forget() {
     let (mut w, key) = world();
-    let add = Effect::AddFinalizer { finalizer: FINALIZER.into() };
-    assert_eq!(w.execute(&key, &add), Some(InputKind::FinalizerAdded { result: Ok(()) }));
-    let status = crate::api::ReleaseStatus { observed_generation: 1, ..Default::default() };
+    let add = Effect::AddFinalizer {
+        finalizer: FINALIZER.into(),
+    };
+    assert_eq!(
+        w.execute(&key, &add),
+        Some(InputKind::FinalizerAdded { result: Ok(()) })
+    );
+    let status = crate::api::ReleaseStatus {
+        observed_generation: 1,
+        ..Default::default()
+    };
     let patch = Effect::PatchStatus {
         patch: json!({"observedGeneration": 1}),
         status: Box::new(status),
     };
-    assert_eq!(w.execute(&key, &patch), Some(InputKind::StatusPatched { result: Ok(()) }));
+    assert_eq!(
+        w.execute(&key, &patch),
+        Some(InputKind::StatusPatched { result: Ok(()) })
+    );
     assert_eq!(w.current.status_mismatches, 0);
     let bad = Effect::PatchStatus {
         patch: json!({"observedGeneration": 2}),
-        status: Box::new(Default::default()),
+        status: Box::default(),
     };
     w.execute(&key, &bad);
     assert_eq!(w.current.status_mismatches, 1);
@@ -282,10 +343,16 @@ fn finalizers_status_and_fire_and_forget() {
     };
     assert_eq!(w.execute(&key, &ev), None);
     assert_eq!(w.events().len(), 1);
-    w.apply_event(WorldEvent::Delete { key: key.clone() }).unwrap();
+    w.apply_event(WorldEvent::Delete { key: key.clone() })
+        .unwrap();
     assert!(w.release(&key).is_some());
-    let rm = Effect::RemoveFinalizer { finalizer: FINALIZER.into() };
-    assert_eq!(w.execute(&key, &rm), Some(InputKind::FinalizerRemoved { result: Ok(()) }));
+    let rm = Effect::RemoveFinalizer {
+        finalizer: FINALIZER.into(),
+    };
+    assert_eq!(
+        w.execute(&key, &rm),
+        Some(InputKind::FinalizerRemoved { result: Ok(()) })
+    );
     assert!(w.release(&key).is_none());
 }
 
@@ -293,17 +360,26 @@ fn finalizers_status_and_fire_and_forget() {
 fn scheduled_events_and_queue_order() {
     let (mut w, key) = world();
     let src = SourceId::new("OCIRepository", "demo", "repo");
-    w.schedule(t(10), WorldEvent::NewArtifact {
-        source: src,
-        artifact: ArtifactDef::package("v1", ".", "x", "demo", json!({})),
-    });
+    w.schedule(
+        t(10),
+        WorldEvent::NewArtifact {
+            source: src,
+            artifact: ArtifactDef::package("v1", ".", "x", "demo", json!({})),
+        },
+    );
     assert_eq!(w.next_wakeup(), Some(t(0)));
     w.clear_due(&key);
     assert_eq!(w.next_wakeup(), Some(t(10)));
     assert_eq!(w.step().unwrap(), Step::Event(t(10)));
     assert_eq!(w.now(), t(10));
     assert_eq!(w.step().unwrap(), Step::Idle);
-    w.schedule_after(Duration::from_secs(5), WorldEvent::RequestReconcile { key: key.clone(), token: "1".into() });
+    w.schedule_after(
+        Duration::from_secs(5),
+        WorldEvent::RequestReconcile {
+            key: key.clone(),
+            token: "1".into(),
+        },
+    );
     w.drive_until(t(14)).unwrap();
     assert_eq!(w.due(&key), None);
     w.step().unwrap();

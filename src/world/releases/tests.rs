@@ -18,7 +18,10 @@ fn setup() -> (Releases, ReleaseKey) {
 #[test]
 fn merge_patch_follows_rfc7386() {
     let mut v = json!({"a": {"b": 1, "c": 2}, "d": [1]});
-    merge_patch(&mut v, &json!({"a": {"b": null, "e": 3}, "d": [2], "f": "x"}));
+    merge_patch(
+        &mut v,
+        &json!({"a": {"b": null, "e": 3}, "d": [2], "f": "x"}),
+    );
     assert_eq!(v, json!({"a": {"c": 2, "e": 3}, "d": [2], "f": "x"}));
 }
 
@@ -26,18 +29,28 @@ fn merge_patch_follows_rfc7386() {
 fn spec_edit_bumps_generation_only_on_change() {
     let (mut r, key) = setup();
     assert_eq!(r.get(&key).unwrap().meta().generation, Some(1));
-    assert_eq!(r.edit_spec(&key, &json!({"values": {"replicas": 2}})), Ok(true));
-    assert_eq!(r.edit_spec(&key, &json!({"values": {"replicas": 2}})), Ok(false));
+    assert_eq!(
+        r.edit_spec(&key, &json!({"values": {"replicas": 2}})),
+        Ok(true)
+    );
+    assert_eq!(
+        r.edit_spec(&key, &json!({"values": {"replicas": 2}})),
+        Ok(false)
+    );
     assert_eq!(r.get(&key).unwrap().meta().generation, Some(2));
     assert!(matches!(
         r.edit_spec(&key, &json!({"module": {"path": 3}})),
         Err(EditError::InvalidSpec(_))
     ));
     // Status and annotations leave the generation alone.
-    r.patch_status(&key, &json!({"observedGeneration": 2})).unwrap();
+    r.patch_status(&key, &json!({"observedGeneration": 2}))
+        .unwrap();
     r.annotate(&key, "a", Some("b"));
     assert_eq!(r.get(&key).unwrap().meta().generation, Some(2));
-    assert_eq!(r.get(&key).unwrap().status().unwrap().observed_generation, 2);
+    assert_eq!(
+        r.get(&key).unwrap().status().unwrap().observed_generation,
+        2
+    );
 }
 
 #[test]
@@ -50,7 +63,10 @@ fn deletion_waits_for_finalizers() {
     assert!(r.add_finalizer(&key, "other").is_err());
     r.remove_finalizer(&key, FINALIZER).unwrap();
     assert!(r.get(&key).is_none());
-    assert!(matches!(r.patch_status(&key, &json!({})), Err(ApiError::NotFound { .. })));
+    assert!(matches!(
+        r.patch_status(&key, &json!({})),
+        Err(ApiError::NotFound { .. })
+    ));
 }
 
 #[test]
@@ -63,8 +79,11 @@ fn delete_without_finalizer_is_immediate() {
 #[test]
 fn snapshot_fills_dependency_defaults() {
     let (mut r, key) = setup();
-    r.edit_spec(&key, &json!({"dependsOn": [{"name": "db"}, {"name": "x", "namespace": "o", "kind": "Release"}]}))
-        .unwrap();
+    r.edit_spec(
+        &key,
+        &json!({"dependsOn": [{"name": "db"}, {"name": "x", "namespace": "o", "kind": "Release"}]}),
+    )
+    .unwrap();
     let s = r.snapshot(&key).unwrap();
     assert_eq!(s.depends_on[0].kind, Kind::ModuleRelease);
     assert_eq!(s.depends_on[0].namespace, "demo");

@@ -28,13 +28,28 @@ fn store() -> Store {
 fn create_then_unchanged_then_updated() {
     let mut s = store();
     let m = manifest(json!({"a": "1"}));
-    assert_eq!(s.apply(&cm("c"), &m, "opm", false, false), Ok(ApplyAction::Created));
+    assert_eq!(
+        s.apply(&cm("c"), &m, "opm", false, false),
+        Ok(ApplyAction::Created)
+    );
     let uid = s.get(&cm("c")).unwrap().uid.clone();
-    assert_eq!(s.apply(&cm("c"), &m, "opm", false, false), Ok(ApplyAction::Unchanged));
+    assert_eq!(
+        s.apply(&cm("c"), &m, "opm", false, false),
+        Ok(ApplyAction::Unchanged)
+    );
     let m2 = manifest(json!({"a": "2"}));
-    assert_eq!(s.apply(&cm("c"), &m2, "opm", false, true), Ok(ApplyAction::Updated));
-    assert_eq!(s.get(&cm("c")).unwrap().fields[&FieldPath::new("data", "a")], json!("1"));
-    assert_eq!(s.apply(&cm("c"), &m2, "opm", false, false), Ok(ApplyAction::Updated));
+    assert_eq!(
+        s.apply(&cm("c"), &m2, "opm", false, true),
+        Ok(ApplyAction::Updated)
+    );
+    assert_eq!(
+        s.get(&cm("c")).unwrap().fields[&FieldPath::new("data", "a")],
+        json!("1")
+    );
+    assert_eq!(
+        s.apply(&cm("c"), &m2, "opm", false, false),
+        Ok(ApplyAction::Updated)
+    );
     let live = s.get(&cm("c")).unwrap();
     assert_eq!(live.uid, uid);
     assert_eq!(live.manifest()["data"]["a"], json!("2"));
@@ -45,7 +60,10 @@ fn create_then_unchanged_then_updated() {
 fn dry_run_create_writes_nothing() {
     let mut s = store();
     let m = manifest(json!({"a": "1"}));
-    assert_eq!(s.apply(&cm("c"), &m, "opm", false, true), Ok(ApplyAction::Created));
+    assert_eq!(
+        s.apply(&cm("c"), &m, "opm", false, true),
+        Ok(ApplyAction::Created)
+    );
     assert!(s.get(&cm("c")).is_none());
 }
 
@@ -61,7 +79,12 @@ fn conflict_unless_forced_and_same_value_is_shared() {
     let mut s = store();
     s.apply(&cm("c"), &manifest(json!({"a": "1"})), "opm", false, false)
         .unwrap();
-    s.write_field(&cm("c"), "kubectl-edit", FieldPath::new("data", "a"), json!("9"));
+    s.write_field(
+        &cm("c"),
+        "kubectl-edit",
+        FieldPath::new("data", "a"),
+        json!("9"),
+    );
     let err = s
         .apply(&cm("c"), &manifest(json!({"a": "1"})), "opm", false, false)
         .unwrap_err();
@@ -79,25 +102,44 @@ fn conflict_unless_forced_and_same_value_is_shared() {
     let owners = &s.get(&cm("c")).unwrap().owners[&FieldPath::new("data", "a")];
     assert_eq!(owners.len(), 2);
     // Forcing takes the field.
-    s.write_field(&cm("c"), "kubectl-edit", FieldPath::new("data", "a"), json!("7"));
+    s.write_field(
+        &cm("c"),
+        "kubectl-edit",
+        FieldPath::new("data", "a"),
+        json!("7"),
+    );
     assert_eq!(
         s.apply(&cm("c"), &manifest(json!({"a": "1"})), "opm", true, false),
         Ok(ApplyAction::Updated)
     );
     let live = s.get(&cm("c")).unwrap();
-    assert_eq!(live.owners[&FieldPath::new("data", "a")], BTreeSet::from(["opm".to_string()]));
+    assert_eq!(
+        live.owners[&FieldPath::new("data", "a")],
+        BTreeSet::from(["opm".to_string()])
+    );
 }
 
 #[test]
 fn fields_no_longer_applied_are_removed() {
     let mut s = store();
-    s.apply(&cm("c"), &manifest(json!({"a": "1", "b": "2"})), "opm", false, false)
-        .unwrap();
+    s.apply(
+        &cm("c"),
+        &manifest(json!({"a": "1", "b": "2"})),
+        "opm",
+        false,
+        false,
+    )
+    .unwrap();
     assert!(!s.drifted(&cm("c"), &manifest(json!({"a": "1", "b": "2"})), "opm"));
     assert!(s.drifted(&cm("c"), &manifest(json!({"a": "1"})), "opm"));
     s.apply(&cm("c"), &manifest(json!({"a": "1"})), "opm", false, false)
         .unwrap();
-    assert!(!s.get(&cm("c")).unwrap().fields.contains_key(&FieldPath::new("data", "b")));
+    assert!(
+        !s.get(&cm("c"))
+            .unwrap()
+            .fields
+            .contains_key(&FieldPath::new("data", "b"))
+    );
 }
 
 #[test]
@@ -106,7 +148,12 @@ fn drift_sees_foreign_edits_and_deletion() {
     let m = manifest(json!({"a": "1"}));
     s.apply(&cm("c"), &m, "opm", false, false).unwrap();
     assert!(!s.drifted(&cm("c"), &m, "opm"));
-    s.write_field(&cm("c"), "kubectl-edit", FieldPath::new("data", "a"), json!("2"));
+    s.write_field(
+        &cm("c"),
+        "kubectl-edit",
+        FieldPath::new("data", "a"),
+        json!("2"),
+    );
     assert!(s.drifted(&cm("c"), &m, "opm"));
     // A field nobody asked us for is not drift.
     s.apply(&cm("c"), &m, "opm", true, false).unwrap();
@@ -122,10 +169,16 @@ fn delete_checks_uid() {
     let mut s = store();
     s.apply(&cm("c"), &manifest(json!({})), "opm", false, false)
         .unwrap();
-    assert!(matches!(s.delete(&cm("c"), Some("other")), Err(ApiError::Conflict { .. })));
+    assert!(matches!(
+        s.delete(&cm("c"), Some("other")),
+        Err(ApiError::Conflict { .. })
+    ));
     let uid = s.get(&cm("c")).unwrap().uid.clone();
     assert_eq!(s.delete(&cm("c"), Some(&uid)), Ok(()));
-    assert!(matches!(s.delete(&cm("c"), None), Err(ApiError::NotFound { .. })));
+    assert!(matches!(
+        s.delete(&cm("c"), None),
+        Err(ApiError::NotFound { .. })
+    ));
 }
 
 #[test]
@@ -147,7 +200,10 @@ fn immutable_field_change_is_invalid() {
         s.apply(&id, &dep("b"), "opm", true, false),
         Err(ApiError::Invalid { .. })
     ));
-    assert_eq!(s.get(&id).unwrap().fields[&FieldPath::new("spec", "selector")], json!({"app": "a"}));
+    assert_eq!(
+        s.get(&id).unwrap().fields[&FieldPath::new("spec", "selector")],
+        json!({"app": "a"})
+    );
 }
 
 #[test]
