@@ -23,7 +23,9 @@
 //!   next due thing), [`World::drive_until`], [`World::drive_bounded`] (fails with
 //!   [`Stuck`] instead of spinning);
 //! * observe: [`World::timeline`], [`World::logs`] (full [`AttemptLog`]s), [`World::events`],
-//!   [`World::metrics`], [`World::store`], [`World::releases`].
+//!   [`World::metrics`], [`World::store`], [`World::releases`];
+//! * as data: a [`Scenario`] (serde; YAML/JSON for `opm-sim run`) builds and runs a world,
+//!   and [`timeline_text`] prints its timeline.
 
 mod catalog;
 mod driver;
@@ -35,6 +37,7 @@ mod log;
 mod prng;
 mod rbac;
 mod releases;
+mod scenario;
 mod store;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,7 +45,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-pub use catalog::{ArtifactDef, Catalog, Exported, FluxSource, ModuleDef, SourceId};
+pub use catalog::{
+    ArtifactDef, Catalog, Exported, FluxSource, ModuleDef, SourceId, exported, normalise_path,
+};
 pub use driver::{Step, Stuck};
 pub use events::WorldEvent;
 pub use executor::{Metrics, RecordedEvent};
@@ -51,6 +56,10 @@ pub use log::{AttemptLog, TimelineEntry, Trigger};
 pub use prng::SplitMix64;
 pub use rbac::{Grant, Rbac, Verb};
 pub use releases::{EditError, ReleaseRecord, Releases, merge_patch};
+pub use scenario::{
+    Scenario, ScenarioAccount, ScenarioError, ScenarioEvent, ScenarioFault, ScenarioModule,
+    ScenarioSource, release_from_manifest, timeline_text,
+};
 pub use store::{FieldPath, Store, StoredObject};
 
 use crate::config::Config;
