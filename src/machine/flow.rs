@@ -25,7 +25,10 @@ impl Attempt {
         // The object's own identity wins over the key it was queued under.
         let mut k = obj.key();
         if k.name.is_empty() {
-            k = key;
+            k.name = key.name;
+        }
+        if k.namespace.is_empty() {
+            k.namespace = key.namespace;
         }
         self.ctx = Ctx::from_object(k, &obj);
         self.deadline = add(self.start, self.ctx.timeout);
@@ -66,19 +69,7 @@ impl Attempt {
         if self.ctx.common.suspend {
             return self.suspend_exit();
         }
-        if self
-            .ctx
-            .persisted
-            .conditions
-            .iter()
-            .any(|c| c.type_ == ct::READY && c.reason == reasons::SUSPENDED)
-        {
-            self.event(
-                EventType::Normal,
-                reasons::RESUMED,
-                "Reconciliation resumed",
-            );
-        }
+        self.announce_resume();
         if self.ctx.common.depends_on.is_empty() {
             return self.mark_and_source();
         }
