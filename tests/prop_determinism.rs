@@ -4,9 +4,7 @@
 
 mod world_support;
 
-use opm_core::input::Input;
 use opm_core::world::{AttemptLog, World};
-use opm_core::{Attempt, Effect};
 use proptest::prelude::*;
 use world_support::*;
 
@@ -19,37 +17,26 @@ fn traces(w: &World) -> Vec<String> {
         .collect()
 }
 
-/// Replays one attempt's recorded inputs (round-tripped through its JSON trace) and
-/// returns the first batch that differs.
+/// Replays one attempt's trace with the core's `trace::replay`.
 fn replay(w: &World, log: &AttemptLog) -> Result<(), String> {
     let lines = log.trace_lines(w.config());
-    let mut inputs: Vec<Input> = Vec::new();
-    let mut recorded: Vec<Effect> = Vec::new();
-    for line in &lines[1..] {
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
-        if let Some(i) = v.get("in") {
-            inputs.push(serde_json::from_value(i.clone()).map_err(|e| format!("input: {e}"))?);
-        } else if let Some(o) = v.get("out") {
-            recorded.push(serde_json::from_value(o.clone()).map_err(|e| format!("effect: {e}"))?);
+    opm_core::trace::replay(lines.iter().map(String::as_str)).map_err(|d| d.to_string())
+}
+
+/// A whole release's history as one trace (a new attempt at each `observed`) also replays.
+fn replay_all(w: &World) -> Result<(), String> {
+    let mut by_key: std::collections::BTreeMap<_, Vec<String>> = Default::default();
+    for log in w.logs() {
+        let lines = log.trace_lines(w.config());
+        let entry = by_key.entry(log.key.clone()).or_default();
+        if entry.is_empty() {
+            entry.push(lines[0].clone());
         }
+        entry.extend(lines.into_iter().skip(1));
     }
-    let mut it = inputs.into_iter();
-    let first = it.next().ok_or("no input")?;
-    let (mut m, mut got) = Attempt::start(w.config(), first);
-    for i in it {
-        got.extend(m.step(i).map_err(|e| e.to_string())?);
-    }
-    if got != recorded {
-        let n = got
-            .iter()
-            .zip(&recorded)
-            .take_while(|(a, b)| a == b)
-            .count();
-        return Err(format!(
-            "effect {n} differs: replayed {:?}, recorded {:?}",
-            got.get(n),
-            recorded.get(n)
-        ));
+    for (k, lines) in by_key {
+        opm_core::trace::replay(lines.iter().map(String::as_str))
+            .map_err(|d| format!("{k:?}: {d}"))?;
     }
     Ok(())
 }
@@ -75,5 +62,26 @@ proptest! {
         for log in w.logs() {
             replay(&w, log).map_err(|e| TestCaseError::fail(format!("attempt {} of {:?}: {e}", log.id, log.key)))?;
         }
+        replay_all(&w).map_err(TestCaseError::fail)?;
     }
+}
+
+/// A corrupted trace is refused with the first difference named.
+#[test]
+fn a_tampered_trace_does_not_replay() {
+    let s = Setup {
+        prune: [true; 4],
+        seed: 1,
+    };
+    let w = run(&s, &[], 60);
+    let log = w
+        .logs()
+        .iter()
+        .find(|l| l.outcome == Some(opm_core::Outcome::Applied))
+        .unwrap();
+    let mut lines = log.trace_lines(w.config());
+    let last = lines.len() - 1;
+    lines[last] = lines[last].replace("\"applied\"", "\"noOp\"");
+    let err = opm_core::trace::replay(lines.iter().map(String::as_str)).unwrap_err();
+    assert_eq!(err.seq as usize, last - 1, "{err}");
 }

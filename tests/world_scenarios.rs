@@ -289,16 +289,16 @@ fn dependency_becoming_ready_triggers_dependent_at_once() {
     let starts: Vec<_> = w
         .timeline()
         .iter()
-        .map(|e| (e.started_at, e.reason.clone()))
+        .map(|e| (e.started_at, e.outcome, e.reason.clone()))
         .collect();
+    let blocked = "DependenciesNotReady".to_string();
+    assert_eq!(starts.len(), 3);
     assert_eq!(
-        starts,
-        vec![
-            (at(0), "DependenciesNotReady".to_string()),
-            (at(30), "DependenciesNotReady".to_string()),
-            (at(45), "Applied".to_string()),
-        ]
+        starts[0],
+        (at(0), Some(Outcome::FailedTransient), blocked.clone())
     );
+    assert_eq!(starts[1], (at(30), Some(Outcome::FailedTransient), blocked));
+    assert_eq!((starts[2].0, starts[2].1), (at(45), Some(Outcome::Applied)));
     assert_eq!(ready(&w, &key), "True/ReconciliationSucceeded");
 }
 

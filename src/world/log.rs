@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use crate::api::ReleaseStatus;
 use crate::config::Config;
@@ -13,6 +12,7 @@ use crate::effect::Effect;
 use crate::input::Input;
 use crate::object::{ReleaseKey, ResourceId};
 use crate::outcome::Outcome;
+use crate::trace::{Recorder, TraceHeader};
 
 /// One attempt, drained to `Done`: `batches[i]` is the machine's answer to `inputs[i]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -58,31 +58,16 @@ impl AttemptLog {
         }
     }
 
-    /// The attempt as JSON lines: a header `{coreVersion, config, kind, namespace, name,
-    /// attempt}`, then `{"seq":n,"in":…}` and `{"seq":n,"out":…}` in the order they happened.
+    /// The attempt as a JSON-lines trace in the core's format ([`crate::trace`]): the
+    /// header, then `{"seq":n,"in":…}` and `{"seq":n,"out":…}` in the order they happened,
+    /// so `trace::replay` (and `opm-sim replay`) accept it.
     pub fn trace_lines(&self, cfg: &Config) -> Vec<String> {
-        let mut lines = Vec::with_capacity(1 + self.inputs.len() * 3);
-        lines.push(
-            json!({
-                "coreVersion": env!("CARGO_PKG_VERSION"),
-                "config": cfg,
-                "kind": self.key.kind.as_str(),
-                "namespace": self.key.namespace,
-                "name": self.key.name,
-                "attempt": self.id,
-            })
-            .to_string(),
-        );
-        let mut seq = 0u64;
+        let mut r = Recorder::new(&TraceHeader::new(cfg, self.key.clone()));
         for (input, batch) in self.inputs.iter().zip(&self.batches) {
-            lines.push(json!({"seq": seq, "in": input}).to_string());
-            seq += 1;
-            for e in batch {
-                lines.push(json!({"seq": seq, "out": e}).to_string());
-                seq += 1;
-            }
+            r.input(input);
+            r.effects(batch);
         }
-        lines
+        r.lines().to_vec()
     }
 
     pub fn timeline_entry(&self) -> TimelineEntry {
