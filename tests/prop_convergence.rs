@@ -27,7 +27,7 @@ proptest! {
     #![proptest_config(pt_config("proptest-regressions/prop_convergence.txt", 16))]
 
     #[test]
-    fn every_release_converges_once_faults_stop(s in setup(), h in history(12, HORIZON, false)) {
+    fn every_release_converges_once_faults_stop(s in setup(), h in busy_history(4, 24, HORIZON, false)) {
         let mut w = run(&s, &h, HORIZON);
         heal(&mut w);
         // Let deletions in flight finish (a stalled one rechecks within 30m), then bring

@@ -280,9 +280,9 @@ pub fn ev(faults_only: bool) -> BoxedStrategy<Ev> {
         .boxed();
     }
     prop_oneof![
-        2 => (r.clone(), 0u8..5).prop_map(|(r, variant)| Ev::Values { r, variant }),
-        1 => (r.clone(), 0u8..3).prop_map(|(r, variant)| Ev::Version { r, variant }),
-        2 => (2u32..50, 1usize..5, prop::bool::weighted(0.2))
+        4 => (r.clone(), 0u8..5).prop_map(|(r, variant)| Ev::Values { r, variant }),
+        3 => (r.clone(), 0u8..3).prop_map(|(r, variant)| Ev::Version { r, variant }),
+        4 => (2u32..50, 1usize..5, prop::bool::weighted(0.2))
             .prop_map(|(revision, n, broken)| Ev::Artifact { revision, n, broken }),
         4 => fault,
         1 => r.clone().prop_map(|r| Ev::Delete { r }),
@@ -307,6 +307,16 @@ pub fn history(
     faults_only: bool,
 ) -> impl Strategy<Value = Vec<(u32, Ev)>> {
     prop::collection::vec((0..horizon, ev(faults_only)), 0..max_len)
+}
+
+/// Denser histories: between `min_len` and `max_len` events.
+pub fn busy_history(
+    min_len: usize,
+    max_len: usize,
+    horizon: u32,
+    faults_only: bool,
+) -> impl Strategy<Value = Vec<(u32, Ev)>> {
+    prop::collection::vec((0..horizon, ev(faults_only)), min_len..max_len)
 }
 
 fn fault_error(kind: EffectKind, variant: u8) -> FaultError {
@@ -507,9 +517,17 @@ pub fn schedule(w: &mut World, history: &[(u32, Ev)]) {
     }
 }
 
-/// Recreates base releases that are gone (after their deletion finished).
+/// Recreates base releases that are gone (after their deletion finished), with the
+/// heal's options (objects they orphaned may carry another manager's edits).
 pub fn recreate_missing(w: &mut World, s: &Setup) {
-    for o in base_releases(s) {
+    for mut o in base_releases(s) {
+        let c = fixtures::common_mut(&mut o);
+        c.rollout = Some(opm_core::api::Rollout {
+            force_conflicts: true,
+        });
+        c.drift_detection = Some(opm_core::api::DriftDetection {
+            mode: opm_core::api::DriftMode::Correct,
+        });
         if w.release(&o.key()).is_none() {
             w.create_release(o).unwrap();
         }
