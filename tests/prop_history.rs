@@ -178,7 +178,12 @@ fn noop_is_read_only(log: &AttemptLog) -> Result<(), TestCaseError> {
 /// Requeue follows the failure class: backoff(n) from the persisted counter for transient
 /// failures, the dependency requeue for soft blocks (counters untouched), 30m for stalls.
 fn requeue_matches_class(log: &AttemptLog, dep: Duration) -> Result<(), TestCaseError> {
-    if crate::status_write_failed(log) {
+    // The counter the delay derives from lives in the status: without a written status
+    // (e.g. a failed finalizer removal while deleting) there is nothing to compare with.
+    let wrote = log
+        .effects()
+        .any(|e| matches!(e, Effect::PatchStatus { .. }));
+    if !wrote || crate::status_write_failed(log) {
         return Ok(());
     }
     let (Some(before), Some(after), Some(rq)) = (

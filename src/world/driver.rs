@@ -87,12 +87,18 @@ impl World {
                 object,
             },
         );
-        let (mut machine, mut batch) = Attempt::start(&self.cfg, first.clone());
+        // With `Retention::Timeline` the exchange is not kept: no copies of inputs.
+        let keep = self.retention == Retention::Full;
+        let mut inputs = Vec::new();
+        if keep {
+            inputs.push(first.clone());
+        }
+        let (mut machine, mut batch) = Attempt::start(&self.cfg, first);
         self.current = super::executor::Current {
             deadline: Some(machine.deadline()),
             ..Default::default()
         };
-        let mut inputs = vec![first];
+        let mut steps = 1usize;
         let mut batches = Vec::new();
         let done = loop {
             check_batch(key, &batch)?;
@@ -102,7 +108,9 @@ impl World {
             }
             // `check_batch` guarantees a last effect.
             let last = batch.last().cloned().expect("non-empty batch");
-            batches.push(std::mem::take(&mut batch));
+            if keep {
+                batches.push(std::mem::take(&mut batch));
+            }
             if let Effect::Done {
                 outcome,
                 reason,
@@ -111,21 +119,22 @@ impl World {
             {
                 break (outcome, reason, requeue_after);
             }
-            if inputs.len() >= self.max_steps {
+            if steps >= self.max_steps {
                 return Err(WorldError::Runaway {
                     key: key.clone(),
-                    steps: inputs.len(),
+                    steps,
                 });
             }
             // An awaited effect always has an answer.
             let input = Input::new(self.now, answer.expect("awaited effect answered"));
-            batch = machine
-                .step(input.clone())
-                .map_err(|error| WorldError::Input {
-                    key: key.clone(),
-                    error,
-                })?;
-            inputs.push(input);
+            if keep {
+                inputs.push(input.clone());
+            }
+            batch = machine.step(input).map_err(|error| WorldError::Input {
+                key: key.clone(),
+                error,
+            })?;
+            steps += 1;
         };
         let (outcome, reason, requeue_after) = done;
         let mut requeue = requeue_after;
@@ -156,6 +165,7 @@ impl World {
             key: key.clone(),
             started_at,
             finished_at: self.now,
+            steps: steps as u32,
             inputs,
             batches,
             outcome: Some(outcome),

@@ -23,6 +23,9 @@ pub struct AttemptLog {
     pub key: ReleaseKey,
     pub started_at: Timestamp,
     pub finished_at: Timestamp,
+    /// Inputs fed to the machine.
+    pub steps: u32,
+    /// The exchange, kept with `Retention::Full` only (empty otherwise).
     pub inputs: Vec<Input>,
     pub batches: Vec<Vec<Effect>>,
     pub outcome: Option<Outcome>,
@@ -85,7 +88,7 @@ impl AttemptLog {
                 .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
                 .map(|c| c.status.clone())
                 .unwrap_or_default(),
-            steps: self.inputs.len() as u32,
+            steps: self.steps,
         }
     }
 }

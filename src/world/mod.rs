@@ -86,7 +86,8 @@ pub enum WorldError {
 pub enum Retention {
     /// Full [`AttemptLog`]s (inputs, effects, status): for tests and traces.
     Full,
-    /// Only [`TimelineEntry`]s: for long simulations.
+    /// Only [`TimelineEntry`]s (the last [`AttemptLog`] is kept, without its inputs and
+    /// effects): for long simulations.
     Timeline,
 }
 
