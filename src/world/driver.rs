@@ -30,13 +30,15 @@ pub enum Step {
 
 /// The world did not settle within the attempt budget.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("not settled after {attempts} attempts at {at}: {unsettled:?}")]
+#[error("not settled after {attempts} attempts at {at}: {unsettled:?} ({error:?})")]
 pub struct Stuck {
     pub attempts: usize,
     pub at: Timestamp,
     /// Releases whose last attempt since their last change was not a NoOp (or that have
     /// not been attempted since).
     pub unsettled: Vec<ReleaseKey>,
+    /// Set when the world stopped on an error rather than on the budget.
+    pub error: Option<Box<WorldError>>,
 }
 
 fn check_batch(key: &ReleaseKey, batch: &[Effect]) -> Result<(), WorldError> {
@@ -263,19 +265,24 @@ impl World {
                     attempts,
                     at: self.now,
                     unsettled: self.unsettled(),
+                    error: None,
                 });
             }
-            match self.step() {
-                Ok(Step::Attempt(_)) => attempts += 1,
-                Ok(Step::Event(_)) => {}
-                Ok(Step::Idle) | Err(_) => {
-                    return Err(Stuck {
-                        attempts,
-                        at: self.now,
-                        unsettled: self.unsettled(),
-                    });
+            let error = match self.step() {
+                Ok(Step::Attempt(_)) => {
+                    attempts += 1;
+                    continue;
                 }
-            }
+                Ok(Step::Event(_)) => continue,
+                Ok(Step::Idle) => None,
+                Err(e) => Some(Box::new(e)),
+            };
+            return Err(Stuck {
+                attempts,
+                at: self.now,
+                unsettled: self.unsettled(),
+                error,
+            });
         }
     }
 }
