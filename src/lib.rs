@@ -78,6 +78,7 @@ pub mod render_value;
 pub mod source;
 pub mod status;
 pub mod trace;
+pub mod world;
 
 pub use config::Config;
 pub use effect::{Effect, EffectKind, Event, EventType, Metric};
@@ -85,3 +86,4 @@ pub use input::{ApiError, FetchError, Input, InputError, InputKind, RenderError,
 pub use machine::Attempt;
 pub use object::{DesiredObject, Kind, ReleaseKey, ReleaseObject, ResourceId};
 pub use outcome::Outcome;
+pub use world::World;

@@ -1,0 +1,288 @@
+//! Drives attempts through the machine and the clock through time.
+//!
+//! One attempt follows the drain rule of the crate docs: start with `Observed`, execute the
+//! whole batch, feed the awaited effect's result, repeat until `Done`. Between attempts the
+//! clock jumps *exactly* to the next due attempt or scheduled event (events first at equal
+//! times, then attempts by due time and key); nothing ever nudges time forward to escape a
+//! livelock: [`World::drive_bounded`] reports [`Stuck`] instead.
+
+use jiff::Timestamp;
+
+use crate::effect::Effect;
+use crate::input::{Input, InputKind};
+use crate::machine::Attempt;
+use crate::object::ReleaseKey;
+use crate::outcome::Outcome;
+
+use super::log::AttemptLog;
+use super::{Retention, World, WorldError, add};
+
+/// What [`World::step`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Applied a scheduled event at this time.
+    Event(Timestamp),
+    /// Ran an attempt for this release (its timeline entry is the last one).
+    Attempt(ReleaseKey),
+    /// Nothing is scheduled or due.
+    Idle,
+}
+
+/// The world did not settle within the attempt budget.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("not settled after {attempts} attempts at {at}: {unsettled:?} ({error:?})")]
+pub struct Stuck {
+    pub attempts: usize,
+    pub at: Timestamp,
+    /// Releases whose last attempt since their last change was not a NoOp (or that have
+    /// not been attempted since).
+    pub unsettled: Vec<ReleaseKey>,
+    /// Set when the world stopped on an error rather than on the budget.
+    pub error: Option<Box<WorldError>>,
+}
+
+fn check_batch(key: &ReleaseKey, batch: &[Effect]) -> Result<(), WorldError> {
+    let err = |detail: String| {
+        Err(WorldError::BatchShape {
+            key: key.clone(),
+            detail,
+        })
+    };
+    let Some((last, rest)) = batch.split_last() else {
+        return err("empty batch".into());
+    };
+    if let Some(e) = rest
+        .iter()
+        .find(|e| !matches!(e, Effect::EmitEvent { .. } | Effect::RecordMetric { .. }))
+    {
+        return err(format!("{:?} before the end of a batch", e.kind()));
+    }
+    if matches!(last, Effect::EmitEvent { .. } | Effect::RecordMetric { .. }) {
+        return err("batch ends in a fire-and-forget effect".into());
+    }
+    Ok(())
+}
+
+impl World {
+    /// Runs one attempt for `key` now, drained to `Done`, and schedules its requeue.
+    pub fn run_attempt(&mut self, key: &ReleaseKey) -> Result<&AttemptLog, WorldError> {
+        let log = self.attempt(key)?;
+        self.timeline.push(log.timeline_entry());
+        self.logs.push(log);
+        if self.retention == Retention::Timeline {
+            // Keep only the last full log, so callers still get a reference to it.
+            let last = self.logs.len() - 1;
+            self.logs.drain(..last);
+        }
+        // Pushed just above.
+        Ok(self.logs.last().expect("log pushed"))
+    }
+
+    fn attempt(&mut self, key: &ReleaseKey) -> Result<AttemptLog, WorldError> {
+        self.clear_due(key);
+        let started_at = self.now;
+        let object = self.releases.get(key).cloned().map(Box::new);
+        let first = Input::new(
+            started_at,
+            InputKind::Observed {
+                key: key.clone(),
+                object,
+            },
+        );
+        // With `Retention::Timeline` the exchange is not kept: no copies of inputs.
+        let keep = self.retention == Retention::Full;
+        let mut inputs = Vec::new();
+        if keep {
+            inputs.push(first.clone());
+        }
+        let (mut machine, mut batch) = Attempt::start(&self.cfg, first);
+        self.current = super::executor::Current {
+            deadline: Some(machine.deadline()),
+            ..Default::default()
+        };
+        let mut steps = 1usize;
+        let mut batches = Vec::new();
+        let done = loop {
+            check_batch(key, &batch)?;
+            let mut answer = None;
+            for e in &batch {
+                answer = self.execute(key, e).or(answer);
+            }
+            // `check_batch` guarantees a last effect.
+            let last = batch.last().cloned().expect("non-empty batch");
+            if keep {
+                batches.push(std::mem::take(&mut batch));
+            }
+            if let Effect::Done {
+                outcome,
+                reason,
+                requeue_after,
+            } = last
+            {
+                break (outcome, reason, requeue_after);
+            }
+            if steps >= self.max_steps {
+                return Err(WorldError::Runaway {
+                    key: key.clone(),
+                    steps,
+                });
+            }
+            // An awaited effect always has an answer.
+            let input = Input::new(self.now, answer.expect("awaited effect answered"));
+            if keep {
+                inputs.push(input.clone());
+            }
+            batch = machine.step(input).map_err(|error| WorldError::Input {
+                key: key.clone(),
+                error,
+            })?;
+            steps += 1;
+        };
+        let (outcome, reason, requeue_after) = done;
+        let mut requeue = requeue_after;
+        if self.jitter
+            && matches!(
+                outcome,
+                Outcome::NoOp | Outcome::Applied | Outcome::AppliedAndPruned
+            )
+            && let Some(d) = requeue
+        {
+            // ±5 %, in thousandths.
+            let factor = 950 + self.rng.below(101) as u32;
+            requeue = Some(d * factor / 1000);
+        }
+        if let Some(d) = requeue
+            && self.releases.get(key).is_some()
+        {
+            let at = add(self.now, d);
+            // A watch trigger during the attempt keeps its earlier time.
+            if self.due.get(key).is_none_or(|t| *t > at) {
+                self.set_due(key, at);
+            }
+        }
+        let current = std::mem::take(&mut self.current);
+        let id = self.timeline.len() as u64;
+        Ok(AttemptLog {
+            id,
+            key: key.clone(),
+            started_at,
+            finished_at: self.now,
+            steps: steps as u32,
+            inputs,
+            batches,
+            outcome: Some(outcome),
+            reason,
+            requeue_after,
+            status: self.releases.get(key).and_then(|o| o.status().cloned()),
+            deleted: current.deleted,
+            status_mismatches: current.status_mismatches,
+        })
+    }
+
+    /// When the next thing happens: a scheduled event or a due attempt.
+    pub fn next_wakeup(&self) -> Option<Timestamp> {
+        let ev = self.schedule.keys().next().map(|(t, _)| *t);
+        let at = self.queue.iter().next().map(|(t, _)| *t);
+        match (ev, at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Does the next thing: applies the earliest scheduled event, or runs the earliest due
+    /// attempt, moving the clock to its time (never backwards).
+    pub fn step(&mut self) -> Result<Step, WorldError> {
+        let ev = self.schedule.keys().next().copied();
+        let at = self.queue.iter().next().cloned();
+        let event_first = match (&ev, &at) {
+            (Some((te, _)), Some((ta, _))) => te <= ta,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        match (ev, at) {
+            (Some((t, seq)), _) if event_first => {
+                self.now = self.now.max(t);
+                // The key was just read from the map.
+                let event = self.schedule.remove(&(t, seq)).expect("scheduled event");
+                self.apply_event(event)?;
+                Ok(Step::Event(t))
+            }
+            (_, Some((t, key))) => {
+                self.now = self.now.max(t);
+                self.run_attempt(&key)?;
+                Ok(Step::Attempt(key))
+            }
+            _ => Ok(Step::Idle),
+        }
+    }
+
+    /// Runs everything due up to and including `t`, then sets the clock to `t`. Returns the
+    /// number of attempts run.
+    pub fn drive_until(&mut self, t: Timestamp) -> Result<usize, WorldError> {
+        let mut attempts = 0;
+        while self.next_wakeup().is_some_and(|w| w <= t) {
+            if let Step::Attempt(_) = self.step()? {
+                attempts += 1;
+            }
+        }
+        self.now = self.now.max(t);
+        Ok(attempts)
+    }
+
+    /// Releases that are not settled: changed since their last attempt, or whose last
+    /// attempt asked to come back and was not a NoOp.
+    pub fn unsettled(&self) -> Vec<ReleaseKey> {
+        let mut last: std::collections::BTreeMap<&ReleaseKey, &super::TimelineEntry> =
+            Default::default();
+        for e in &self.timeline {
+            last.insert(&e.key, e);
+        }
+        self.releases
+            .iter()
+            .filter(|(_, r)| !r.external)
+            .filter(|(k, _)| {
+                let Some(e) = last.get(k) else {
+                    return true;
+                };
+                let changed = self.changed_at.get(*k).is_some_and(|c| *c > e.started_at);
+                let calm = e.requeue_after.is_none() || e.outcome == Some(Outcome::NoOp);
+                changed || !calm
+            })
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Steps until no event is pending and every release is settled, running at most
+    /// `max_attempts` attempts. Returns the attempts run.
+    pub fn drive_bounded(&mut self, max_attempts: usize) -> Result<usize, Stuck> {
+        let mut attempts = 0;
+        loop {
+            if self.schedule.is_empty() && self.unsettled().is_empty() {
+                return Ok(attempts);
+            }
+            if attempts >= max_attempts {
+                return Err(Stuck {
+                    attempts,
+                    at: self.now,
+                    unsettled: self.unsettled(),
+                    error: None,
+                });
+            }
+            let error = match self.step() {
+                Ok(Step::Attempt(_)) => {
+                    attempts += 1;
+                    continue;
+                }
+                Ok(Step::Event(_)) => continue,
+                Ok(Step::Idle) => None,
+                Err(e) => Some(Box::new(e)),
+            };
+            return Err(Stuck {
+                attempts,
+                at: self.now,
+                unsettled: self.unsettled(),
+                error,
+            });
+        }
+    }
+}

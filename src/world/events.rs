@@ -1,0 +1,242 @@
+//! Things that happen to the world over time, and the watch events they cause.
+//!
+//! Watches follow the interpreter's predicates: spec changes (generation), deletion, a new
+//! `reconcile.opmodel.dev/requestedAt` value, any annotation change on a deleting release,
+//! a source's artifact revision/digest change, a dependency turning Ready and a
+//! ServiceAccount appearing re-trigger at once. RBAC edits, object tampering and source
+//! readiness alone do not: they are seen at the next periodic attempt.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::api::{Condition, ReleaseStatus};
+use crate::constants::{REQUESTED_AT_ANNOTATION, conditions};
+use crate::object::{ReleaseKey, ReleaseObject, ResourceId};
+
+use super::{ArtifactDef, Fault, FieldPath, Grant, SourceId, World, WorldError};
+
+/// One scheduled change.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum WorldEvent {
+    CreateRelease {
+        object: Box<ReleaseObject>,
+    },
+    /// An RFC 7386 merge patch to the release's spec.
+    EditSpec {
+        key: ReleaseKey,
+        patch: Value,
+    },
+    Suspend {
+        key: ReleaseKey,
+    },
+    Resume {
+        key: ReleaseKey,
+    },
+    /// Sets (`value: None` removes) an annotation.
+    Annotate {
+        key: ReleaseKey,
+        name: String,
+        value: Option<String>,
+    },
+    /// `reconcile.opmodel.dev/requestedAt: <token>` (SPEC §1.4).
+    RequestReconcile {
+        key: ReleaseKey,
+        token: String,
+    },
+    Delete {
+        key: ReleaseKey,
+    },
+    /// The source now advertises this artifact (and is ready).
+    NewArtifact {
+        source: SourceId,
+        artifact: ArtifactDef,
+    },
+    /// The source's Ready turns False (its artifact is kept).
+    SourceNotReady {
+        source: SourceId,
+        message: String,
+    },
+    Fault {
+        fault: Fault,
+    },
+    /// Every fault is removed.
+    ClearFaults,
+    /// An external release's Ready condition is set (observedGeneration = generation).
+    DependencyReady {
+        key: ReleaseKey,
+        ready: bool,
+    },
+    CreateServiceAccount {
+        namespace: String,
+        name: String,
+        #[serde(default)]
+        grants: Vec<Grant>,
+    },
+    DeleteServiceAccount {
+        namespace: String,
+        name: String,
+    },
+    Grant {
+        namespace: String,
+        name: String,
+        grant: Grant,
+    },
+    RevokeGrants {
+        namespace: String,
+        name: String,
+    },
+    /// Another manager writes one field of a managed object (`null` removes it).
+    TamperObject {
+        id: ResourceId,
+        manager: String,
+        field: FieldPath,
+        value: Value,
+    },
+    /// Someone deletes a managed object.
+    DeleteObject {
+        id: ResourceId,
+    },
+    /// The operator process restarts: the work queue is rebuilt from a full list (every
+    /// release due at once) and in-memory metrics start from zero.
+    OperatorRestart,
+}
+
+impl World {
+    /// Applies `event` now. Edits of a release that no longer exists change nothing (as a
+    /// `kubectl` call on a deleted object would), so histories stay valid whatever
+    /// deletions they contain; a patch that makes the spec invalid is an error.
+    pub fn apply_event(&mut self, event: WorldEvent) -> Result<(), WorldError> {
+        match self.apply_event_inner(event) {
+            Err(WorldError::Edit(super::EditError::NotFound(_))) => Ok(()),
+            other => other,
+        }
+    }
+
+    fn apply_event_inner(&mut self, event: WorldEvent) -> Result<(), WorldError> {
+        match event {
+            WorldEvent::CreateRelease { object } => {
+                self.create_release(*object)?;
+            }
+            WorldEvent::EditSpec { key, patch } => {
+                if self.releases.edit_spec(&key, &patch)? {
+                    self.trigger(&key, "specChanged");
+                }
+            }
+            WorldEvent::Suspend { key } => {
+                if self.releases.edit_spec(&key, &json!({"suspend": true}))? {
+                    self.trigger(&key, "specChanged");
+                }
+            }
+            WorldEvent::Resume { key } => {
+                if self.releases.edit_spec(&key, &json!({"suspend": null}))? {
+                    self.trigger(&key, "specChanged");
+                }
+            }
+            WorldEvent::Annotate { key, name, value } => self.annotate(&key, &name, value),
+            WorldEvent::RequestReconcile { key, token } => {
+                self.annotate(&key, REQUESTED_AT_ANNOTATION, Some(token))
+            }
+            WorldEvent::Delete { key } => {
+                if self.releases.delete(&key, self.now) {
+                    if self.releases.get(&key).is_some() {
+                        self.trigger(&key, "deleting");
+                    } else {
+                        self.clear_due(&key);
+                        self.metrics.forget(&key);
+                    }
+                }
+            }
+            WorldEvent::NewArtifact { source, artifact } => {
+                self.publish(&source, artifact);
+            }
+            WorldEvent::SourceNotReady { source, message } => {
+                let s = self.catalog.sources.entry(source).or_default();
+                s.ready = false;
+                s.message = message;
+            }
+            WorldEvent::Fault { fault } => self.add_fault(fault)?,
+            WorldEvent::ClearFaults => self.faults.clear(),
+            WorldEvent::DependencyReady { key, ready } => self.set_external_ready(&key, ready),
+            WorldEvent::CreateServiceAccount {
+                namespace,
+                name,
+                grants,
+            } => {
+                self.add_service_account(&namespace, &name, grants);
+            }
+            WorldEvent::DeleteServiceAccount { namespace, name } => {
+                self.rbac.delete_account(&namespace, &name)
+            }
+            WorldEvent::Grant {
+                namespace,
+                name,
+                grant,
+            } => self.rbac.grant(&namespace, &name, grant),
+            WorldEvent::RevokeGrants { namespace, name } => self.rbac.revoke_all(&namespace, &name),
+            WorldEvent::TamperObject {
+                id,
+                manager,
+                field,
+                value,
+            } => self.store.write_field(&id, &manager, field, value),
+            WorldEvent::DeleteObject { id } => {
+                let _ = self.store.delete(&id, None);
+            }
+            WorldEvent::OperatorRestart => {
+                self.metrics = Default::default();
+                let keys: Vec<ReleaseKey> = self.releases.keys().cloned().collect();
+                for k in keys {
+                    self.trigger(&k, "operatorRestart");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn annotate(&mut self, key: &ReleaseKey, name: &str, value: Option<String>) {
+        let before = self
+            .releases
+            .get(key)
+            .and_then(|o| o.meta().annotations.as_ref()?.get(name).cloned());
+        if before == value || !self.releases.annotate(key, name, value.as_deref()) {
+            return;
+        }
+        let deleting = self
+            .releases
+            .get(key)
+            .is_some_and(|o| o.meta().deletion_timestamp.is_some());
+        if name == REQUESTED_AT_ANNOTATION || deleting {
+            self.trigger(key, "annotationChanged");
+        }
+    }
+
+    fn set_external_ready(&mut self, key: &ReleaseKey, ready: bool) {
+        let Some(o) = self.releases.get(key) else {
+            return;
+        };
+        let generation = o.meta().generation.unwrap_or(0);
+        let mut status: ReleaseStatus = o.status().cloned().unwrap_or_default();
+        status.observed_generation = generation;
+        status.conditions.retain(|c| c.type_ != conditions::READY);
+        status.conditions.push(Condition {
+            type_: conditions::READY.to_string(),
+            status: if ready { "True" } else { "False" }.to_string(),
+            reason: if ready {
+                "ReconciliationSucceeded"
+            } else {
+                "Progressing"
+            }
+            .to_string(),
+            message: String::new(),
+            last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                self.now,
+            )),
+            observed_generation: generation,
+        });
+        self.releases.set_status(key, status);
+        if ready {
+            self.trigger_dependents(key);
+        }
+    }
+}

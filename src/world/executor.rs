@@ -1,0 +1,462 @@
+//! Executes one effect against the world, exactly as the interpreter would against a real
+//! cluster, and returns the result input. Fire-and-forget effects are recorded (events,
+//! metrics) and answered with `None`.
+//!
+//! A fault hitting a per-object effect (drift check, apply, stale GET, prune) fails the
+//! first object; an apply then stops after that object's stage, as the interpreter does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde_json::Value;
+
+use crate::effect::{Effect, Event, Impersonation, Metric, RenderRequest};
+use crate::input::{
+    ApiError, AppliedObject, ApplyReport, DependencyReport, DriftReport, FetchError,
+    FetchedArtifact, GroupKind, InputKind, LiveMeta, LiveObject, ObjectResult, RenderError,
+    RenderOutput, SourceError,
+};
+use crate::object::{ReleaseKey, ResourceId};
+use crate::outcome::Outcome;
+
+use super::faults::FaultError;
+use super::rbac::Verb;
+use super::releases::ready_status;
+use super::{SourceId, World, add};
+
+/// An event the core emitted, with when and for whom.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedEvent {
+    pub at: Timestamp,
+    pub key: ReleaseKey,
+    pub event: Event,
+}
+
+/// The operator's metrics, per release (SPEC §21). Cleared by an operator restart; a
+/// release's series go away when the release does.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Metrics {
+    pub reconcile_total: BTreeMap<(ReleaseKey, Outcome), u64>,
+    pub reconcile_duration: BTreeMap<ReleaseKey, Duration>,
+    /// By (release, `created`|`updated`|`unchanged`).
+    pub apply_resources: BTreeMap<(ReleaseKey, &'static str), u64>,
+    pub prune_resources: BTreeMap<ReleaseKey, u64>,
+    pub inventory_size: BTreeMap<ReleaseKey, u64>,
+}
+
+impl Metrics {
+    fn record(&mut self, key: &ReleaseKey, m: &Metric) {
+        match m {
+            Metric::Reconcile { outcome, duration } => {
+                *self
+                    .reconcile_total
+                    .entry((key.clone(), *outcome))
+                    .or_default() += 1;
+                *self.reconcile_duration.entry(key.clone()).or_default() += *duration;
+            }
+            Metric::ApplyResources {
+                created,
+                updated,
+                unchanged,
+            } => {
+                for (a, n) in [
+                    ("created", created),
+                    ("updated", updated),
+                    ("unchanged", unchanged),
+                ] {
+                    *self.apply_resources.entry((key.clone(), a)).or_default() += n;
+                }
+            }
+            Metric::PruneResources { count } => {
+                *self.prune_resources.entry(key.clone()).or_default() += count;
+            }
+            Metric::InventorySize { count } => {
+                self.inventory_size.insert(key.clone(), *count);
+            }
+        }
+    }
+
+    /// Removes every series of a release.
+    pub fn forget(&mut self, key: &ReleaseKey) {
+        self.reconcile_total.retain(|(k, _), _| k != key);
+        self.reconcile_duration.remove(key);
+        self.apply_resources.retain(|(k, _), _| k != key);
+        self.prune_resources.remove(key);
+        self.inventory_size.remove(key);
+    }
+
+    /// `opm_controller_reconcile_total` summed over releases, by outcome.
+    pub fn total_by_outcome(&self) -> BTreeMap<Outcome, u64> {
+        let mut out = BTreeMap::new();
+        for ((_, o), n) in &self.reconcile_total {
+            *out.entry(*o).or_default() += n;
+        }
+        out
+    }
+}
+
+/// Per-attempt executor state.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Current {
+    pub deadline: Option<Timestamp>,
+    pub deleted: Vec<ResourceId>,
+    pub status_mismatches: u32,
+}
+
+impl World {
+    /// Performs `effect` for the release `key` at [`World::now`] and returns the input that
+    /// answers it (`None` for fire-and-forget effects and `Done`). A delay fault moves the
+    /// clock; an awaited effect that overruns the attempt's deadline reports `Timeout`.
+    pub fn execute(&mut self, key: &ReleaseKey, effect: &Effect) -> Option<InputKind> {
+        match effect {
+            Effect::EmitEvent { event } => {
+                self.events.push(RecordedEvent {
+                    at: self.now,
+                    key: key.clone(),
+                    event: event.clone(),
+                });
+                return None;
+            }
+            Effect::RecordMetric { metric } => {
+                self.metrics.record(key, metric);
+                return None;
+            }
+            Effect::Done { .. } => return None,
+            _ => {}
+        }
+        let mut fault = self
+            .faults
+            .take(effect.kind(), key, self.now, &mut self.rng);
+        if let Some(FaultError::Delay { duration }) = fault {
+            self.now = add(self.now, duration);
+            fault = None;
+        }
+        if self.current.deadline.is_some_and(|d| self.now >= d) {
+            fault = Some(FaultError::api(ApiError::Timeout {
+                message: "context deadline exceeded".into(),
+            }));
+        }
+        Some(self.perform(key, effect, fault))
+    }
+
+    fn perform(
+        &mut self,
+        key: &ReleaseKey,
+        effect: &Effect,
+        fault: Option<FaultError>,
+    ) -> InputKind {
+        let api_err = fault.as_ref().and_then(FaultError::as_api);
+        match effect {
+            Effect::AddFinalizer { finalizer } => InputKind::FinalizerAdded {
+                result: match api_err {
+                    Some(e) => Err(e),
+                    None => self.releases.add_finalizer(key, finalizer),
+                },
+            },
+            Effect::RemoveFinalizer { finalizer } => {
+                let result = match api_err {
+                    Some(e) => Err(e),
+                    None => self.releases.remove_finalizer(key, finalizer),
+                };
+                if self.releases.get(key).is_none() {
+                    self.metrics.forget(key);
+                }
+                InputKind::FinalizerRemoved { result }
+            }
+            Effect::CheckDependencies { namespace, refs } => InputKind::DependenciesChecked {
+                result: match api_err {
+                    Some(e) => Err(e),
+                    None => Ok(self.dependency_report(namespace, refs)),
+                },
+            },
+            Effect::ResolveSource { source } => {
+                let id = SourceId::new(&source.kind, &source.namespace, &source.name);
+                InputKind::SourceResolved {
+                    result: match fault.as_ref().and_then(FaultError::as_source) {
+                        Some(e) => Err(e),
+                        None => self.resolve(&id),
+                    },
+                }
+            }
+            Effect::FetchArtifact { url, digest, .. } => InputKind::ArtifactFetched {
+                result: match fault.as_ref().and_then(FaultError::as_fetch) {
+                    Some(e) => Err(e),
+                    None => self.fetch(url, digest),
+                },
+            },
+            Effect::Render { request } => InputKind::Rendered {
+                result: match fault.as_ref().and_then(FaultError::as_render) {
+                    Some(e) => Err(e),
+                    None => self.render(request),
+                },
+            },
+            Effect::CheckServiceAccount { namespace, name } => InputKind::ServiceAccountChecked {
+                result: match api_err {
+                    Some(e) => Err(e),
+                    None => Ok(self.rbac.account_exists(namespace, name)),
+                },
+            },
+            Effect::CheckDrift {
+                objects,
+                field_manager,
+                identity,
+            } => {
+                let mut report = DriftReport::default();
+                for (i, o) in objects.iter().enumerate() {
+                    let res = match (&api_err, i) {
+                        (Some(e), 0) => Err(e.clone()),
+                        _ => self.authorize(identity.as_ref(), Verb::Apply, &o.id),
+                    };
+                    match res {
+                        Err(e) => report.errors.push(ObjectResult {
+                            id: o.id.clone(),
+                            result: Err(e),
+                        }),
+                        Ok(()) if self.store.drifted(&o.id, &o.manifest, field_manager) => {
+                            report.drifted.push(o.id.clone())
+                        }
+                        Ok(()) => {}
+                    }
+                }
+                InputKind::DriftChecked { report }
+            }
+            Effect::Apply {
+                stages,
+                field_manager,
+                force,
+                identity,
+            } => {
+                let mut report = ApplyReport::default();
+                let mut injected = api_err;
+                for stage in stages {
+                    let mut failed = false;
+                    for o in &stage.objects {
+                        let result = match injected.take() {
+                            Some(e) => Err(e),
+                            None => self
+                                .authorize(identity.as_ref(), Verb::Apply, &o.id)
+                                .and_then(|()| {
+                                    self.store.apply(
+                                        &o.id,
+                                        &o.manifest,
+                                        field_manager,
+                                        *force,
+                                        false,
+                                    )
+                                }),
+                        };
+                        if result.is_ok() {
+                            self.register_crd(&o.manifest);
+                        }
+                        failed |= result.is_err();
+                        report.objects.push(AppliedObject {
+                            id: o.id.clone(),
+                            result,
+                        });
+                    }
+                    if failed {
+                        break;
+                    }
+                }
+                InputKind::Applied { report }
+            }
+            Effect::InspectStale { targets, identity } => {
+                let mut objects = Vec::with_capacity(targets.len());
+                for (i, id) in targets.iter().enumerate() {
+                    let result = match (&api_err, i) {
+                        (Some(e), 0) => Err(e.clone()),
+                        _ => self.authorize(identity.as_ref(), Verb::Get, id).map(|()| {
+                            self.store.get(id).map(|o| LiveMeta {
+                                uid: o.uid.clone(),
+                                labels: o.labels(),
+                            })
+                        }),
+                    };
+                    objects.push(LiveObject {
+                        id: id.clone(),
+                        result,
+                    });
+                }
+                InputKind::StaleInspected { objects }
+            }
+            Effect::Prune {
+                deletions,
+                identity,
+            } => {
+                let mut results = Vec::with_capacity(deletions.len());
+                for (i, d) in deletions.iter().enumerate() {
+                    let result = match (&api_err, i) {
+                        (Some(e), 0) => Err(e.clone()),
+                        _ => self
+                            .authorize(identity.as_ref(), Verb::Delete, &d.id)
+                            .and_then(|()| self.store.delete(&d.id, Some(&d.uid))),
+                    };
+                    if result.is_ok() {
+                        self.current.deleted.push(d.id.clone());
+                    }
+                    results.push(ObjectResult {
+                        id: d.id.clone(),
+                        result,
+                    });
+                }
+                InputKind::Pruned { results }
+            }
+            Effect::PatchStatus { patch, status } => {
+                let result = match api_err {
+                    Some(e) => Err(e),
+                    None => self.patch_status(key, patch, status),
+                };
+                InputKind::StatusPatched { result }
+            }
+            // Answered before `perform` is called.
+            Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
+                unreachable!("fire-and-forget effects have no result")
+            }
+        }
+    }
+
+    fn authorize(
+        &self,
+        identity: Option<&Impersonation>,
+        verb: Verb,
+        id: &ResourceId,
+    ) -> Result<(), ApiError> {
+        let cluster = self.store.is_cluster_scoped(&id.group, &id.kind);
+        self.rbac.authorize(identity, verb, id, cluster)
+    }
+
+    /// A `CustomResourceDefinition` with `scope: Cluster` makes its kind cluster-scoped.
+    fn register_crd(&mut self, manifest: &Value) {
+        if manifest.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
+            return;
+        }
+        let spec = &manifest["spec"];
+        if spec["scope"].as_str() == Some("Cluster")
+            && let (Some(g), Some(k)) = (spec["group"].as_str(), spec["names"]["kind"].as_str())
+        {
+            self.store.add_cluster_scoped(GroupKind {
+                group: g.to_string(),
+                kind: k.to_string(),
+            });
+        }
+    }
+
+    fn dependency_report(&self, namespace: &str, refs: &[ReleaseKey]) -> DependencyReport {
+        let mut keys: BTreeSet<ReleaseKey> = self
+            .releases
+            .keys()
+            .filter(|k| k.namespace == namespace)
+            .cloned()
+            .collect();
+        keys.extend(
+            refs.iter()
+                .filter(|r| self.releases.get(r).is_some())
+                .cloned(),
+        );
+        DependencyReport {
+            releases: keys
+                .iter()
+                .filter_map(|k| self.releases.snapshot(k))
+                .collect(),
+        }
+    }
+
+    fn resolve(&self, id: &SourceId) -> Result<crate::input::SourceArtifact, SourceError> {
+        let Some(src) = self.catalog.sources.get(id) else {
+            return Err(SourceError::NotFound);
+        };
+        if !src.ready {
+            return Err(SourceError::NotReady {
+                message: src.message.clone(),
+            });
+        }
+        src.artifact.clone().ok_or(SourceError::NoArtifact)
+    }
+
+    fn fetch(&self, url: &str, digest: &str) -> Result<FetchedArtifact, FetchError> {
+        let Some(a) = self.catalog.served(url) else {
+            return Err(FetchError::Http { status: 404 });
+        };
+        if a.digest != digest {
+            return Err(FetchError::DigestMismatch {
+                expected: digest.to_string(),
+                actual: a.digest.clone(),
+            });
+        }
+        if let Some(e) = &a.broken {
+            return Err(e.clone());
+        }
+        Ok(FetchedArtifact {
+            digest: a.digest.clone(),
+            size: a.size,
+        })
+    }
+
+    fn render(&self, request: &RenderRequest) -> Result<RenderOutput, RenderError> {
+        let value = match request {
+            RenderRequest::Module {
+                path,
+                version,
+                values,
+                release_name,
+                release_namespace,
+            } => self.catalog.render_module(
+                path,
+                version,
+                release_name,
+                release_namespace,
+                values.as_ref(),
+            )?,
+            RenderRequest::Artifact {
+                artifact_digest,
+                path,
+                ..
+            } => self.catalog.render_artifact(artifact_digest, path)?,
+        };
+        // Report the cluster-scoped kinds the value uses, as discovery would for them.
+        let mut cluster_scoped = BTreeSet::new();
+        if let Some(comps) = value.get("components").and_then(Value::as_object) {
+            for obj in comps
+                .values()
+                .filter_map(Value::as_object)
+                .flat_map(|c| c.values())
+            {
+                let (Some(av), Some(kind)) = (obj["apiVersion"].as_str(), obj["kind"].as_str())
+                else {
+                    continue;
+                };
+                let (group, _) = crate::object::split_api_version(av);
+                if self.store.is_cluster_scoped(&group, kind) {
+                    cluster_scoped.insert(GroupKind {
+                        group,
+                        kind: kind.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(RenderOutput {
+            value,
+            cluster_scoped: cluster_scoped.into_iter().collect(),
+        })
+    }
+
+    fn patch_status(
+        &mut self,
+        key: &ReleaseKey,
+        patch: &Value,
+        claimed: &crate::api::ReleaseStatus,
+    ) -> Result<(), ApiError> {
+        let was_ready = self.releases.get(key).map(ready_status);
+        let stored = self.releases.patch_status(key, patch)?;
+        if &stored != claimed {
+            self.current.status_mismatches += 1;
+        }
+        let ready = self.releases.get(key).map(ready_status);
+        if ready.as_deref() == Some("True") && was_ready.as_deref() != Some("True") {
+            self.trigger_dependents(key);
+        }
+        Ok(())
+    }
+}

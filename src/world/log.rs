@@ -1,0 +1,123 @@
+//! What the world remembers of each attempt: the full exchange with the machine
+//! ([`AttemptLog`], also written as a JSON-lines trace) and a one-line timeline entry.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::api::ReleaseStatus;
+use crate::config::Config;
+use crate::effect::Effect;
+use crate::input::Input;
+use crate::object::{ReleaseKey, ResourceId};
+use crate::outcome::Outcome;
+use crate::trace::{Recorder, TraceHeader};
+
+/// One attempt, drained to `Done`: `batches[i]` is the machine's answer to `inputs[i]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptLog {
+    /// Monotonic attempt number in this world.
+    pub id: u64,
+    pub key: ReleaseKey,
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
+    /// Inputs fed to the machine.
+    pub steps: u32,
+    /// The exchange, kept with `Retention::Full` only (empty otherwise).
+    pub inputs: Vec<Input>,
+    pub batches: Vec<Vec<Effect>>,
+    pub outcome: Option<Outcome>,
+    pub reason: String,
+    pub requeue_after: Option<Duration>,
+    /// The release's persisted status after the attempt (`None` when it is gone).
+    pub status: Option<ReleaseStatus>,
+    /// Objects the attempt's prune effects removed from the store.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted: Vec<ResourceId>,
+    /// Status patches whose merge result differed from the full status the effect claimed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub status_mismatches: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl AttemptLog {
+    /// Every effect, in order.
+    pub fn effects(&self) -> impl Iterator<Item = &Effect> {
+        self.batches.iter().flatten()
+    }
+
+    /// The status the attempt observed (from its `Observed` input).
+    pub fn observed_status(&self) -> Option<&ReleaseStatus> {
+        match self.inputs.first().map(|i| &i.kind) {
+            Some(crate::input::InputKind::Observed {
+                object: Some(o), ..
+            }) => o.status(),
+            _ => None,
+        }
+    }
+
+    /// The attempt as a JSON-lines trace in the core's format ([`crate::trace`]): the
+    /// header, then `{"seq":n,"in":…}` and `{"seq":n,"out":…}` in the order they happened,
+    /// so `trace::replay` (and `opm-sim replay`) accept it.
+    pub fn trace_lines(&self, cfg: &Config) -> Vec<String> {
+        let mut r = Recorder::new(&TraceHeader::new(cfg, self.key.clone()));
+        for (input, batch) in self.inputs.iter().zip(&self.batches) {
+            r.input(input);
+            r.effects(batch);
+        }
+        r.lines().to_vec()
+    }
+
+    pub fn timeline_entry(&self) -> TimelineEntry {
+        TimelineEntry {
+            id: self.id,
+            key: self.key.clone(),
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            outcome: self.outcome,
+            reason: self.reason.clone(),
+            requeue_after: self.requeue_after,
+            ready: self
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+                .map(|c| c.status.clone())
+                .unwrap_or_default(),
+            steps: self.steps,
+        }
+    }
+}
+
+/// One attempt on the timeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineEntry {
+    pub id: u64,
+    pub key: ReleaseKey,
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
+    pub outcome: Option<Outcome>,
+    pub reason: String,
+    pub requeue_after: Option<Duration>,
+    /// `Ready` after the attempt (`True`/`False`/`Unknown`, empty when absent or gone).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ready: String,
+    /// Inputs fed to the machine.
+    pub steps: u32,
+}
+
+/// A watch event that made a release due at once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Trigger {
+    pub at: Timestamp,
+    /// Attempts run before it (the id the next attempt gets).
+    pub before_attempt: u64,
+    pub key: ReleaseKey,
+    pub why: String,
+}

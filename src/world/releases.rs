@@ -1,0 +1,303 @@
+//! Release objects as the API server keeps them: uid, generation bumped on spec changes
+//! only, finalizers, `deletionTimestamp`, annotations, and the status subresource (merge
+//! patches that never bump the generation).
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::api::ReleaseStatus;
+use crate::constants::conditions;
+use crate::input::{ApiError, ReleaseSnapshot};
+use crate::object::{Kind, ReleaseKey, ReleaseObject};
+
+/// RFC 7386 JSON merge patch, applied in place.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(serde_json::Map::new());
+    }
+    if let Value::Object(t) = target {
+        for (k, v) in p {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    }
+}
+
+pub fn meta_mut(o: &mut ReleaseObject) -> &mut ObjectMeta {
+    match o {
+        ReleaseObject::ModuleRelease(r) => &mut r.metadata,
+        ReleaseObject::Release(r) => &mut r.metadata,
+    }
+}
+
+pub fn status_mut(o: &mut ReleaseObject) -> &mut Option<ReleaseStatus> {
+    match o {
+        ReleaseObject::ModuleRelease(r) => &mut r.status,
+        ReleaseObject::Release(r) => &mut r.status,
+    }
+}
+
+fn spec_value(o: &ReleaseObject) -> Value {
+    match o {
+        ReleaseObject::ModuleRelease(r) => serde_json::to_value(&r.spec),
+        ReleaseObject::Release(r) => serde_json::to_value(&r.spec),
+    }
+    .unwrap_or(Value::Null)
+}
+
+fn set_spec(o: &mut ReleaseObject, v: Value) -> Result<(), serde_json::Error> {
+    match o {
+        ReleaseObject::ModuleRelease(r) => r.spec = serde_json::from_value(v)?,
+        ReleaseObject::Release(r) => r.spec = serde_json::from_value(v)?,
+    }
+    Ok(())
+}
+
+/// The `Ready` condition's status, or empty.
+pub fn ready_status(o: &ReleaseObject) -> String {
+    o.status()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == conditions::READY))
+        .map(|c| c.status.clone())
+        .unwrap_or_default()
+}
+
+/// A release and whether the world reconciles it (`external` ones are only read, e.g.
+/// dependencies owned by someone else).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseRecord {
+    pub object: ReleaseObject,
+    #[serde(default)]
+    pub external: bool,
+}
+
+/// Why a release edit was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EditError {
+    #[error("release {0} not found")]
+    NotFound(String),
+    #[error("release {0} already exists")]
+    Exists(String),
+    #[error("spec patch produces an invalid spec: {0}")]
+    InvalidSpec(String),
+}
+
+/// All release objects, both kinds.
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Releases {
+    records: BTreeMap<ReleaseKey, ReleaseRecord>,
+    resource_version: u64,
+}
+
+impl Releases {
+    pub fn get(&self, key: &ReleaseKey) -> Option<&ReleaseObject> {
+        self.records.get(key).map(|r| &r.object)
+    }
+
+    pub fn record(&self, key: &ReleaseKey) -> Option<&ReleaseRecord> {
+        self.records.get(key)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &ReleaseKey> {
+        self.records.keys()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&ReleaseKey, &ReleaseRecord)> {
+        self.records.iter()
+    }
+
+    fn bump(&mut self, key: &ReleaseKey) {
+        self.resource_version += 1;
+        let rv = self.resource_version.to_string();
+        if let Some(r) = self.records.get_mut(key) {
+            meta_mut(&mut r.object).resource_version = Some(rv);
+        }
+    }
+
+    fn object_mut(&mut self, key: &ReleaseKey) -> Result<&mut ReleaseObject, ApiError> {
+        self.records
+            .get_mut(key)
+            .map(|r| &mut r.object)
+            .ok_or_else(|| ApiError::NotFound {
+                message: format!("{} \"{}\" not found", key.kind.as_str(), key.name),
+            })
+    }
+
+    /// Creates a release as a user would: generation 1, a fresh uid, no status.
+    pub fn create(
+        &mut self,
+        mut object: ReleaseObject,
+        external: bool,
+        uid: String,
+        now: Timestamp,
+    ) -> Result<ReleaseKey, EditError> {
+        let key = object.key();
+        if self.records.contains_key(&key) {
+            return Err(EditError::Exists(key.display()));
+        }
+        let meta = meta_mut(&mut object);
+        meta.uid = Some(uid);
+        meta.generation = Some(1);
+        meta.creation_timestamp = Some(Time(now));
+        meta.deletion_timestamp = None;
+        self.records
+            .insert(key.clone(), ReleaseRecord { object, external });
+        self.bump(&key);
+        Ok(key)
+    }
+
+    /// Applies a merge patch to the spec; bumps the generation when the spec changed.
+    /// Returns whether it changed.
+    pub fn edit_spec(&mut self, key: &ReleaseKey, patch: &Value) -> Result<bool, EditError> {
+        let o = self
+            .object_mut(key)
+            .map_err(|_| EditError::NotFound(key.display()))?;
+        let before = spec_value(o);
+        let mut after = before.clone();
+        merge_patch(&mut after, patch);
+        let mut candidate = o.clone();
+        set_spec(&mut candidate, after).map_err(|e| EditError::InvalidSpec(e.to_string()))?;
+        // Compare the typed result, so a patch that only restates defaults changes nothing.
+        if spec_value(&candidate) == before {
+            return Ok(false);
+        }
+        *o = candidate;
+        let meta = meta_mut(o);
+        meta.generation = Some(meta.generation.unwrap_or(0) + 1);
+        self.bump(key);
+        Ok(true)
+    }
+
+    /// Sets (or with `None` removes) an annotation. Metadata only: no generation bump.
+    pub fn annotate(&mut self, key: &ReleaseKey, name: &str, value: Option<&str>) -> bool {
+        let Ok(o) = self.object_mut(key) else {
+            return false;
+        };
+        let ann = meta_mut(o).annotations.get_or_insert_with(BTreeMap::new);
+        match value {
+            Some(v) => ann.insert(name.to_string(), v.to_string()),
+            None => ann.remove(name),
+        };
+        self.bump(key);
+        true
+    }
+
+    /// `kubectl delete`: with finalizers the object only gets a `deletionTimestamp`.
+    pub fn delete(&mut self, key: &ReleaseKey, now: Timestamp) -> bool {
+        let Ok(o) = self.object_mut(key) else {
+            return false;
+        };
+        let meta = meta_mut(o);
+        if meta.finalizers.as_ref().is_none_or(|f| f.is_empty()) {
+            self.records.remove(key);
+            return true;
+        }
+        if meta.deletion_timestamp.is_none() {
+            meta.deletion_timestamp = Some(Time(now));
+        }
+        self.bump(key);
+        true
+    }
+
+    pub fn add_finalizer(&mut self, key: &ReleaseKey, finalizer: &str) -> Result<(), ApiError> {
+        let o = self.object_mut(key)?;
+        let meta = meta_mut(o);
+        if meta.deletion_timestamp.is_some() {
+            return Err(ApiError::Forbidden {
+                message: "no new finalizers can be added if the object is being deleted".into(),
+            });
+        }
+        let f = meta.finalizers.get_or_insert_with(Vec::new);
+        if !f.iter().any(|x| x == finalizer) {
+            f.push(finalizer.to_string());
+        }
+        self.bump(key);
+        Ok(())
+    }
+
+    /// Removes a finalizer; a deleting object without finalizers is gone afterwards.
+    pub fn remove_finalizer(&mut self, key: &ReleaseKey, finalizer: &str) -> Result<(), ApiError> {
+        let o = self.object_mut(key)?;
+        let meta = meta_mut(o);
+        if let Some(f) = meta.finalizers.as_mut() {
+            f.retain(|x| x != finalizer);
+        }
+        let gone = meta.deletion_timestamp.is_some()
+            && meta.finalizers.as_ref().is_none_or(|f| f.is_empty());
+        if gone {
+            self.records.remove(key);
+        } else {
+            self.bump(key);
+        }
+        Ok(())
+    }
+
+    /// A merge patch to the status subresource. Returns the status now stored.
+    pub fn patch_status(
+        &mut self,
+        key: &ReleaseKey,
+        patch: &Value,
+    ) -> Result<ReleaseStatus, ApiError> {
+        let o = self.object_mut(key)?;
+        let status = status_mut(o);
+        let mut v = serde_json::to_value(status.clone().unwrap_or_default()).unwrap_or(Value::Null);
+        merge_patch(&mut v, patch);
+        let new: ReleaseStatus = serde_json::from_value(v).map_err(|e| ApiError::Invalid {
+            message: format!("status is invalid: {e}"),
+        })?;
+        *status = Some(new.clone());
+        self.bump(key);
+        Ok(new)
+    }
+
+    /// Writes a status directly, as another controller owning an external release would.
+    pub fn set_status(&mut self, key: &ReleaseKey, status: ReleaseStatus) -> bool {
+        let Ok(o) = self.object_mut(key) else {
+            return false;
+        };
+        *status_mut(o) = Some(status);
+        self.bump(key);
+        true
+    }
+
+    /// The dependency check's view of one release (SPEC §14).
+    pub fn snapshot(&self, key: &ReleaseKey) -> Option<ReleaseSnapshot> {
+        let o = self.get(key)?;
+        let depends_on = o
+            .common()
+            .depends_on
+            .iter()
+            .map(|d| ReleaseKey {
+                kind: Kind::parse(&d.kind).unwrap_or(key.kind),
+                namespace: if d.namespace.is_empty() {
+                    key.namespace.clone()
+                } else {
+                    d.namespace.clone()
+                },
+                name: d.name.clone(),
+            })
+            .collect();
+        Some(ReleaseSnapshot {
+            key: key.clone(),
+            generation: o.meta().generation.unwrap_or(0),
+            observed_generation: o.status().map(|s| s.observed_generation).unwrap_or(0),
+            ready: ready_status(o),
+            depends_on,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

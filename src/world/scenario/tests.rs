@@ -1,0 +1,86 @@
+use serde_json::json;
+
+use super::*;
+use crate::outcome::Outcome;
+
+fn scenario() -> Scenario {
+    serde_json::from_value(json!({
+        "duration": "1h",
+        "seed": 7,
+        "modules": [{"path": "example.com/modules/web@v0", "version": "v0.2.1"}],
+        "sources": [{"kind": "OCIRepository", "namespace": "demo", "name": "repo",
+            "artifact": {"revision": "v1", "paths": {"app": {"Ok": {"kind": "ModuleRelease",
+                "metadata": {"name": "pkg", "namespace": "demo"},
+                "components": {"main": {"cm": {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "pkg"}, "data": {"a": "1"}}}}}}}}}],
+        "releases": [
+            {"apiVersion": "releases.opmodel.dev/v1alpha1", "kind": "ModuleRelease",
+             "metadata": {"name": "web", "namespace": "demo"},
+             "spec": {"module": {"path": "example.com/modules/web@v0", "version": "v0.2.1"},
+                      "values": {"replicas": 2}}},
+            {"apiVersion": "releases.opmodel.dev/v1alpha1", "kind": "Release",
+             "metadata": {"name": "pkg", "namespace": "demo"},
+             "spec": {"sourceRef": {"kind": "OCIRepository", "name": "repo"}, "path": "./app",
+                      "prune": true}}
+        ],
+        "faults": [{"kind": "fetchArtifact", "error": {"type": "fetch", "error": {"type": "http", "status": 503}},
+                    "from": "0s", "until": "20m"}],
+        "events": [{"at": "30m", "type": "editSpec",
+                    "key": {"kind": "ModuleRelease", "namespace": "demo", "name": "web"},
+                    "patch": {"values": {"replicas": 3}}}]
+    }))
+    .expect("scenario parses")
+}
+
+#[test]
+fn runs_from_json_with_faults_and_edits() {
+    let s = scenario();
+    let w = s.run().unwrap();
+    let pkg: Vec<_> = w
+        .timeline()
+        .iter()
+        .filter(|e| e.key.name == "pkg")
+        .collect();
+    let delays: Vec<u64> = pkg
+        .iter()
+        .take(7)
+        .map(|e| e.requeue_after.unwrap().as_secs())
+        .collect();
+    assert_eq!(delays, [5, 10, 20, 40, 80, 160, 300]);
+    assert!(pkg.iter().any(|e| e.outcome == Some(Outcome::Applied)));
+    let web: Vec<_> = w
+        .timeline()
+        .iter()
+        .filter(|e| e.key.name == "web")
+        .collect();
+    assert_eq!(web[0].outcome, Some(Outcome::Applied));
+    // The edit at 30m re-triggers at once.
+    assert!(web.iter().any(|e| e.started_at
+        == add(s.start(), std::time::Duration::from_secs(1800))
+        && e.outcome == Some(Outcome::Applied)));
+    let text = timeline_text(s.start(), w.timeline());
+    assert!(text.contains("+00:00:00 ModuleRelease  demo/web"), "{text}");
+    assert!(text.contains("# Release demo/pkg: "), "{text}");
+}
+
+#[test]
+fn same_scenario_same_output() {
+    let a = scenario().run().unwrap();
+    let b = scenario().run().unwrap();
+    assert_eq!(
+        serde_json::to_string(a.timeline()).unwrap(),
+        serde_json::to_string(b.timeline()).unwrap()
+    );
+}
+
+#[test]
+fn bad_manifests_and_durations_are_named() {
+    let mut s = scenario();
+    s.releases.push(json!({"kind": "Deployment"}));
+    assert!(matches!(s.build(), Err(ScenarioError::Invalid { what, .. }) if what == "releases[2]"));
+    let mut s = scenario();
+    s.events[0].at = "soon".into();
+    assert!(
+        matches!(s.build(), Err(ScenarioError::Invalid { what, .. }) if what == "events[0].at")
+    );
+}

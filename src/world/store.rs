@@ -1,0 +1,481 @@
+//! The in-memory object store: server-side apply with field ownership, dry-run, deletion
+//! with a UID precondition, and the scope of each kind.
+//!
+//! Ownership is tracked per *field*, where a field is a label, an annotation, or a top-level
+//! key outside `metadata`/`status` (one level deep when that key holds an object, so
+//! `.spec.replicas` and `.spec.selector` are separate fields). That is coarser than the API
+//! server's managed-fields trie but keeps the rules that matter for the operator: applying a
+//! different value to a field another manager owns is a conflict unless forced, applying the
+//! same value shares ownership, and a field the manager stops applying is removed once no
+//! manager owns it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::input::{ApiError, ApplyAction, GroupKind};
+use crate::object::ResourceId;
+
+use super::prng::SplitMix64;
+
+/// One managed field: `top` is `metadata.labels`, `metadata.annotations` or a top-level key;
+/// `sub` is the label/annotation/sub-key, or empty for a scalar top-level field.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FieldPath {
+    pub top: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sub: String,
+}
+
+impl FieldPath {
+    pub fn new(top: &str, sub: &str) -> Self {
+        Self {
+            top: top.to_string(),
+            sub: sub.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.sub.is_empty() {
+            write!(f, ".{}", self.top)
+        } else {
+            write!(f, ".{}.{}", self.top, self.sub)
+        }
+    }
+}
+
+const LABELS: &str = "metadata.labels";
+const ANNOTATIONS: &str = "metadata.annotations";
+
+/// The fields of a manifest as this store understands them.
+pub fn fields_of(manifest: &Value) -> BTreeMap<FieldPath, Value> {
+    let mut out = BTreeMap::new();
+    let Some(obj) = manifest.as_object() else {
+        return out;
+    };
+    if let Some(meta) = obj.get("metadata").and_then(Value::as_object) {
+        for (top, key) in [(LABELS, "labels"), (ANNOTATIONS, "annotations")] {
+            if let Some(map) = meta.get(key).and_then(Value::as_object) {
+                for (k, v) in map {
+                    out.insert(FieldPath::new(top, k), v.clone());
+                }
+            }
+        }
+    }
+    for (k, v) in obj {
+        if matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status") {
+            continue;
+        }
+        match v {
+            Value::Object(sub) if !sub.is_empty() => {
+                for (sk, sv) in sub {
+                    out.insert(FieldPath::new(k, sk), sv.clone());
+                }
+            }
+            other => {
+                out.insert(FieldPath::new(k, ""), other.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Storage key: (group, kind, namespace, name). The version is not part of identity.
+pub type ObjKey = (String, String, String, String);
+
+pub fn key_of(id: &ResourceId) -> ObjKey {
+    (
+        id.group.clone(),
+        id.kind.clone(),
+        id.namespace.clone(),
+        id.name.clone(),
+    )
+}
+
+/// A live object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredObject {
+    /// Identity with the API version last written.
+    pub id: ResourceId,
+    pub uid: String,
+    pub resource_version: u64,
+    pub fields: BTreeMap<FieldPath, Value>,
+    /// Managers of each field; a field is never without one.
+    pub owners: BTreeMap<FieldPath, BTreeSet<String>>,
+}
+
+impl StoredObject {
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        self.fields
+            .iter()
+            .filter(|(f, _)| f.top == LABELS)
+            .map(|(f, v)| (f.sub.clone(), v.as_str().unwrap_or_default().to_string()))
+            .collect()
+    }
+
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.fields
+            .get(&FieldPath::new(LABELS, key))
+            .and_then(Value::as_str)
+    }
+
+    /// The object as the API server would return it (without managedFields).
+    pub fn manifest(&self) -> Value {
+        let mut meta = Map::new();
+        meta.insert("name".into(), Value::String(self.id.name.clone()));
+        if !self.id.namespace.is_empty() {
+            meta.insert("namespace".into(), Value::String(self.id.namespace.clone()));
+        }
+        meta.insert("uid".into(), Value::String(self.uid.clone()));
+        meta.insert(
+            "resourceVersion".into(),
+            Value::String(self.resource_version.to_string()),
+        );
+        let mut top = Map::new();
+        top.insert("apiVersion".into(), Value::String(self.id.api_version()));
+        top.insert("kind".into(), Value::String(self.id.kind.clone()));
+        for (f, v) in &self.fields {
+            if f.top == LABELS || f.top == ANNOTATIONS {
+                let key = if f.top == LABELS {
+                    "labels"
+                } else {
+                    "annotations"
+                };
+                let entry = meta
+                    .entry(key.to_string())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(m) = entry {
+                    m.insert(f.sub.clone(), v.clone());
+                }
+            } else if f.sub.is_empty() {
+                top.entry(f.top.clone()).or_insert_with(|| v.clone());
+            } else {
+                let entry = top
+                    .entry(f.top.clone())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if !entry.is_object() {
+                    // An object-shaped field replaces a scalar one of the same name.
+                    *entry = Value::Object(Map::new());
+                }
+                if let Value::Object(m) = entry {
+                    m.insert(f.sub.clone(), v.clone());
+                }
+            }
+        }
+        top.insert("metadata".into(), Value::Object(meta));
+        Value::Object(top)
+    }
+}
+
+/// Cluster-scoped in every cluster (the world may add CRD-defined kinds).
+pub const BUILTIN_CLUSTER_SCOPED: [(&str, &str); 10] = [
+    ("", "Namespace"),
+    ("", "Node"),
+    ("", "PersistentVolume"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("storage.k8s.io", "StorageClass"),
+    ("networking.k8s.io", "IngressClass"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+    ),
+];
+
+/// All managed objects of the simulated cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Store {
+    objects: BTreeMap<ObjKey, StoredObject>,
+    cluster_scoped: BTreeSet<GroupKind>,
+    /// Fields that may not change once set, per kind (`Invalid` on change).
+    immutable: BTreeSet<(String, FieldPath)>,
+    uids: SplitMix64,
+    resource_version: u64,
+}
+
+impl Store {
+    pub fn new(seed: u64) -> Self {
+        let cluster_scoped = BUILTIN_CLUSTER_SCOPED
+            .iter()
+            .map(|(g, k)| GroupKind {
+                group: g.to_string(),
+                kind: k.to_string(),
+            })
+            .collect();
+        let immutable = [
+            ("Deployment", FieldPath::new("spec", "selector")),
+            ("Service", FieldPath::new("spec", "clusterIP")),
+            ("Job", FieldPath::new("spec", "template")),
+        ]
+        .into_iter()
+        .map(|(k, f)| (k.to_string(), f))
+        .collect();
+        Self {
+            objects: BTreeMap::new(),
+            cluster_scoped,
+            immutable,
+            uids: SplitMix64::new(seed ^ 0x005e_ed0b_1ec7_u64),
+            resource_version: 0,
+        }
+    }
+
+    pub fn is_cluster_scoped(&self, group: &str, kind: &str) -> bool {
+        self.cluster_scoped
+            .iter()
+            .any(|gk| gk.group == group && gk.kind == kind)
+    }
+
+    pub fn cluster_scoped(&self) -> Vec<GroupKind> {
+        self.cluster_scoped.iter().cloned().collect()
+    }
+
+    pub fn add_cluster_scoped(&mut self, gk: GroupKind) {
+        self.cluster_scoped.insert(gk);
+    }
+
+    pub fn add_immutable(&mut self, kind: &str, field: FieldPath) {
+        self.immutable.insert((kind.to_string(), field));
+    }
+
+    pub fn get(&self, id: &ResourceId) -> Option<&StoredObject> {
+        self.objects.get(&key_of(id))
+    }
+
+    pub fn objects(&self) -> impl Iterator<Item = &StoredObject> {
+        self.objects.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    pub fn namespace_exists(&self, ns: &str) -> bool {
+        self.objects.contains_key(&(
+            String::new(),
+            "Namespace".to_string(),
+            String::new(),
+            ns.to_string(),
+        ))
+    }
+
+    fn next_rv(&mut self) -> u64 {
+        self.resource_version += 1;
+        self.resource_version
+    }
+
+    /// Server-side apply of `manifest` as `manager`. With `dry_run` nothing changes but the
+    /// result is the same. A write that would change nothing reports `Unchanged`.
+    pub fn apply(
+        &mut self,
+        id: &ResourceId,
+        manifest: &Value,
+        manager: &str,
+        force: bool,
+        dry_run: bool,
+    ) -> Result<ApplyAction, ApiError> {
+        let desired = fields_of(manifest);
+        if !id.namespace.is_empty()
+            && !self.is_cluster_scoped(&id.group, &id.kind)
+            && !self.namespace_exists(&id.namespace)
+        {
+            return Err(ApiError::NotFound {
+                message: format!("namespaces \"{}\" not found", id.namespace),
+            });
+        }
+        let key = key_of(id);
+        let Some(live) = self.objects.get(&key) else {
+            if !dry_run {
+                let owners = desired
+                    .keys()
+                    .map(|f| (f.clone(), BTreeSet::from([manager.to_string()])))
+                    .collect();
+                let obj = StoredObject {
+                    id: id.clone(),
+                    uid: self.uids.uuid(),
+                    resource_version: self.next_rv(),
+                    fields: desired,
+                    owners,
+                };
+                self.objects.insert(key, obj);
+            }
+            return Ok(ApplyAction::Created);
+        };
+        let conflicts: Vec<(String, &FieldPath)> = desired
+            .iter()
+            .filter(|(f, v)| live.fields.get(*f) != Some(*v))
+            .filter_map(|(f, _)| {
+                let others: Vec<&String> = live
+                    .owners
+                    .get(f)
+                    .into_iter()
+                    .flatten()
+                    .filter(|m| m.as_str() != manager)
+                    .collect();
+                others.first().map(|m| ((*m).clone(), f))
+            })
+            .collect();
+        if !conflicts.is_empty() && !force {
+            let list: Vec<String> = conflicts
+                .iter()
+                .map(|(m, f)| format!("conflict with \"{m}\": {f}"))
+                .collect();
+            return Err(ApiError::Conflict {
+                message: format!(
+                    "Apply failed with {} conflict{}: {}",
+                    conflicts.len(),
+                    if conflicts.len() == 1 { "" } else { "s" },
+                    list.join(", ")
+                ),
+            });
+        }
+        let mut fields = live.fields.clone();
+        let mut owners = live.owners.clone();
+        // Fields this manager stops applying lose it as an owner; unowned fields go away.
+        for (f, set) in owners.iter_mut() {
+            if !desired.contains_key(f) {
+                set.remove(manager);
+            }
+        }
+        owners.retain(|f, set| {
+            let keep = !set.is_empty();
+            if !keep {
+                fields.remove(f);
+            }
+            keep
+        });
+        for (f, v) in &desired {
+            let set = owners.entry(f.clone()).or_default();
+            if fields.get(f) != Some(v) {
+                // A changed value belongs to the applier alone (forced, or nobody else had it).
+                set.clear();
+            }
+            set.insert(manager.to_string());
+            fields.insert(f.clone(), v.clone());
+        }
+        for (kind, f) in &self.immutable {
+            if kind == &id.kind
+                && live.fields.contains_key(f)
+                && live.fields.get(f) != fields.get(f)
+            {
+                return Err(ApiError::Invalid {
+                    message: format!(
+                        "{} \"{}\" is invalid: {f}: Invalid value: field is immutable",
+                        id.kind, id.name
+                    ),
+                });
+            }
+        }
+        let version_changed = live.id.version != id.version;
+        if fields == live.fields && owners == live.owners && !version_changed {
+            return Ok(ApplyAction::Unchanged);
+        }
+        if !dry_run {
+            let rv = self.next_rv();
+            // The key was looked up above and nothing removed it since.
+            let live = self.objects.get_mut(&key).expect("object present");
+            live.fields = fields;
+            live.owners = owners;
+            live.id.version = id.version.clone();
+            live.resource_version = rv;
+        }
+        Ok(ApplyAction::Updated)
+    }
+
+    /// Would applying `manifest` as `manager` change a field `manager` manages (or create the
+    /// object)? This is the drift comparison of SPEC §20.
+    pub fn drifted(&self, id: &ResourceId, manifest: &Value, manager: &str) -> bool {
+        let Some(live) = self.get(id) else {
+            return true;
+        };
+        let desired = fields_of(manifest);
+        let changed = desired.iter().any(|(f, v)| live.fields.get(f) != Some(v));
+        let dropped = live
+            .owners
+            .iter()
+            .any(|(f, set)| set.contains(manager) && !desired.contains_key(f));
+        changed || dropped
+    }
+
+    /// DELETE with a UID precondition.
+    pub fn delete(&mut self, id: &ResourceId, uid: Option<&str>) -> Result<(), ApiError> {
+        let key = key_of(id);
+        match self.objects.get(&key) {
+            None => Err(ApiError::NotFound {
+                message: format!("{} \"{}\" not found", id.kind, id.name),
+            }),
+            Some(live) if uid.is_some_and(|u| u != live.uid) => Err(ApiError::Conflict {
+                message: format!(
+                    "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                    uid.unwrap_or_default(),
+                    live.uid
+                ),
+            }),
+            Some(_) => {
+                self.objects.remove(&key);
+                Ok(())
+            }
+        }
+    }
+
+    /// Another actor writes one field and takes it over (`kubectl edit`, an HPA, ...).
+    /// Creates the object if needed. A `null` value removes the field.
+    pub fn write_field(&mut self, id: &ResourceId, manager: &str, field: FieldPath, value: Value) {
+        let rv = self.next_rv();
+        let key = key_of(id);
+        if !self.objects.contains_key(&key) {
+            let uid = self.uids.uuid();
+            self.objects.insert(
+                key.clone(),
+                StoredObject {
+                    id: id.clone(),
+                    uid,
+                    resource_version: rv,
+                    fields: BTreeMap::new(),
+                    owners: BTreeMap::new(),
+                },
+            );
+        }
+        // Inserted just above when absent.
+        let obj = self.objects.get_mut(&key).expect("object present");
+        obj.resource_version = rv;
+        if value.is_null() {
+            obj.fields.remove(&field);
+            obj.owners.remove(&field);
+        } else {
+            obj.fields.insert(field.clone(), value);
+            obj.owners
+                .insert(field, BTreeSet::from([manager.to_string()]));
+        }
+    }
+
+    /// Creates a namespace as the cluster admin (no-op when it exists).
+    pub fn ensure_namespace(&mut self, ns: &str) {
+        let id = ResourceId {
+            kind: "Namespace".into(),
+            name: ns.into(),
+            version: "v1".into(),
+            ..Default::default()
+        };
+        if self.get(&id).is_none() {
+            let manifest = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns}});
+            // Cluster-scoped and new: apply cannot fail.
+            let _ = self.apply(&id, &manifest, "cluster-admin", true, false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,387 @@
+//! Executor and queue tests: effects in, result inputs out, against the world's state.
+
+use std::collections::BTreeSet;
+
+use serde_json::json;
+
+use super::*;
+use crate::constants::FINALIZER;
+use crate::effect::{ApplyStage, Deletion, Effect, EffectKind, SourceLocator};
+use crate::input::{ApiError, ApplyAction, FetchError, InputKind, SourceError};
+use crate::object::DesiredObject;
+
+fn t(s: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + s).unwrap()
+}
+
+fn world() -> (World, ReleaseKey) {
+    let mut w = World::new(Config::default(), t(0), 9);
+    w.add_module("example.com/modules/web@v0", "v0.2.1", ModuleDef::web());
+    let key = w
+        .create_release(fixtures::module_release(
+            "demo",
+            "app",
+            "example.com/modules/web@v0",
+            "v0.2.1",
+        ))
+        .unwrap();
+    (w, key)
+}
+
+fn cm(name: &str, data: &str) -> DesiredObject {
+    DesiredObject {
+        id: ResourceId {
+            kind: "ConfigMap".into(),
+            namespace: "demo".into(),
+            name: name.into(),
+            version: "v1".into(),
+            ..Default::default()
+        },
+        component: "config".into(),
+        manifest: json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "demo",
+                "labels": {"app.kubernetes.io/managed-by": "opm-controller"}},
+            "data": {"k": data}}),
+    }
+}
+
+fn apply(objs: Vec<DesiredObject>, identity: Option<crate::effect::Impersonation>) -> Effect {
+    Effect::Apply {
+        stages: vec![ApplyStage {
+            stage: 3,
+            objects: objs,
+        }],
+        field_manager: "opm-controller".into(),
+        force: false,
+        identity,
+    }
+}
+
+fn applied(r: Option<InputKind>) -> Vec<Result<ApplyAction, ApiError>> {
+    match r {
+        Some(InputKind::Applied { report }) => {
+            report.objects.into_iter().map(|o| o.result).collect()
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn new_release_is_due_now_and_triggers_are_recorded() {
+    let (w, key) = world();
+    assert_eq!(w.due(&key), Some(t(0)));
+    assert_eq!(w.triggers().len(), 1);
+    assert_eq!(w.triggers()[0].why, "created");
+    assert!(w.store().namespace_exists("demo"));
+}
+
+#[test]
+fn apply_creates_then_reports_unchanged() {
+    let (mut w, key) = world();
+    let e = apply(vec![cm("a", "1"), cm("b", "1")], None);
+    assert_eq!(
+        applied(w.execute(&key, &e)),
+        vec![Ok(ApplyAction::Created); 2]
+    );
+    assert_eq!(
+        applied(w.execute(&key, &e)),
+        vec![Ok(ApplyAction::Unchanged); 2]
+    );
+    assert_eq!(w.store().len(), 3); // the namespace and two ConfigMaps
+}
+
+#[test]
+fn apply_fault_fails_first_object_and_stops_after_the_stage() {
+    let (mut w, key) = world();
+    w.add_fault(Fault::always(EffectKind::Apply, FaultError::unavailable()).times(1))
+        .unwrap();
+    let e = Effect::Apply {
+        stages: vec![
+            ApplyStage {
+                stage: 1,
+                objects: vec![cm("a", "1"), cm("b", "1")],
+            },
+            ApplyStage {
+                stage: 3,
+                objects: vec![cm("c", "1")],
+            },
+        ],
+        field_manager: "opm-controller".into(),
+        force: false,
+        identity: None,
+    };
+    let r = applied(w.execute(&key, &e));
+    assert_eq!(r.len(), 2);
+    assert!(matches!(r[0], Err(ApiError::Unavailable { .. })));
+    assert_eq!(r[1], Ok(ApplyAction::Created));
+    assert_eq!(applied(w.execute(&key, &e)).len(), 3);
+}
+
+#[test]
+fn impersonated_apply_and_prune_follow_rbac() {
+    let (mut w, key) = world();
+    let who = crate::impersonation::impersonation("demo", "deployer");
+    let r = applied(w.execute(&key, &apply(vec![cm("a", "1")], Some(who.clone()))));
+    assert!(matches!(r[0], Err(ApiError::Forbidden { .. })));
+    w.add_service_account(
+        "demo",
+        "deployer",
+        vec![Grant {
+            verbs: BTreeSet::from([Verb::Get, Verb::Apply]),
+            kinds: None,
+            cluster_wide: false,
+        }],
+    );
+    assert_eq!(
+        applied(w.execute(&key, &apply(vec![cm("a", "1")], Some(who.clone())))),
+        vec![Ok(ApplyAction::Created)]
+    );
+    let live = w.object(&cm("a", "1").id).unwrap().clone();
+    let prune = Effect::Prune {
+        deletions: vec![Deletion {
+            id: live.id.clone(),
+            uid: live.uid.clone(),
+        }],
+        identity: Some(who),
+    };
+    match w.execute(&key, &prune) {
+        Some(InputKind::Pruned { results }) => {
+            assert!(matches!(results[0].result, Err(ApiError::Forbidden { .. })))
+        }
+        other => panic!("{other:?}"),
+    }
+    // As the operator, with a stale uid: a conflict, and nothing deleted.
+    let stale = Effect::Prune {
+        deletions: vec![Deletion {
+            id: live.id.clone(),
+            uid: "old".into(),
+        }],
+        identity: None,
+    };
+    match w.execute(&key, &stale) {
+        Some(InputKind::Pruned { results }) => {
+            assert!(matches!(results[0].result, Err(ApiError::Conflict { .. })))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(w.object(&live.id).is_some());
+}
+
+#[test]
+fn stale_inspection_reports_uid_labels_or_absence() {
+    let (mut w, key) = world();
+    w.execute(&key, &apply(vec![cm("a", "1")], None));
+    let e = Effect::InspectStale {
+        targets: vec![cm("a", "1").id, cm("gone", "1").id],
+        identity: None,
+    };
+    match w.execute(&key, &e) {
+        Some(InputKind::StaleInspected { objects }) => {
+            let meta = objects[0].result.clone().unwrap().unwrap();
+            assert_eq!(meta.uid, w.object(&cm("a", "1").id).unwrap().uid);
+            assert_eq!(
+                meta.labels["app.kubernetes.io/managed-by"],
+                "opm-controller"
+            );
+            assert_eq!(objects[1].result, Ok(None));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn drift_check_sees_tampering() {
+    let (mut w, key) = world();
+    w.execute(&key, &apply(vec![cm("a", "1")], None));
+    let check = Effect::CheckDrift {
+        objects: vec![cm("a", "1")],
+        field_manager: "opm-controller".into(),
+        identity: None,
+    };
+    match w.execute(&key, &check) {
+        Some(InputKind::DriftChecked { report }) => assert!(report.drifted.is_empty()),
+        other => panic!("{other:?}"),
+    }
+    w.apply_event(WorldEvent::TamperObject {
+        id: cm("a", "1").id,
+        manager: "kubectl-edit".into(),
+        field: FieldPath::new("data", "k"),
+        value: json!("2"),
+    })
+    .unwrap();
+    match w.execute(&key, &check) {
+        Some(InputKind::DriftChecked { report }) => {
+            assert_eq!(report.drifted, vec![cm("a", "1").id])
+        }
+        other => panic!("{other:?}"),
+    }
+    // Re-applying now conflicts with the other manager.
+    let r = applied(w.execute(&key, &apply(vec![cm("a", "1")], None)));
+    assert!(matches!(r[0], Err(ApiError::Conflict { .. })));
+}
+
+#[test]
+fn sources_fetch_and_render() {
+    let (mut w, key) = world();
+    let src = SourceId::new("OCIRepository", "demo", "repo");
+    let loc = SourceLocator {
+        api_version: "source.toolkit.fluxcd.io/v1".into(),
+        kind: "OCIRepository".into(),
+        namespace: "demo".into(),
+        name: "repo".into(),
+    };
+    let resolve = Effect::ResolveSource { source: loc };
+    assert_eq!(
+        w.execute(&key, &resolve),
+        Some(InputKind::SourceResolved {
+            result: Err(SourceError::NotFound)
+        })
+    );
+    let adv = w.publish(
+        &src,
+        ArtifactDef::package("v1", "./app", "app", "demo", json!({})),
+    );
+    assert_eq!(
+        w.execute(&key, &resolve),
+        Some(InputKind::SourceResolved {
+            result: Ok(adv.clone())
+        })
+    );
+    let fetch = Effect::FetchArtifact {
+        url: adv.url.clone(),
+        digest: adv.digest.clone(),
+        revision: adv.revision.clone(),
+    };
+    assert!(matches!(
+        w.execute(&key, &fetch),
+        Some(InputKind::ArtifactFetched { result: Ok(_) })
+    ));
+    let wrong = Effect::FetchArtifact {
+        url: adv.url.clone(),
+        digest: crate::digest::EMPTY_DIGEST.into(),
+        revision: adv.revision.clone(),
+    };
+    assert!(matches!(
+        w.execute(&key, &wrong),
+        Some(InputKind::ArtifactFetched {
+            result: Err(FetchError::DigestMismatch { .. })
+        })
+    ));
+    let render = Effect::Render {
+        request: crate::effect::RenderRequest::Artifact {
+            artifact_digest: adv.digest.clone(),
+            artifact_url: adv.url.clone(),
+            path: "./app".into(),
+        },
+    };
+    assert!(matches!(
+        w.execute(&key, &render),
+        Some(InputKind::Rendered { result: Ok(_) })
+    ));
+}
+
+#[test]
+fn delay_fault_moves_the_clock_and_overrun_is_a_timeout() {
+    let (mut w, key) = world();
+    w.add_fault(Fault::always(
+        EffectKind::CheckServiceAccount,
+        FaultError::Delay {
+            duration: Duration::from_secs(400),
+        },
+    ))
+    .unwrap();
+    w.current.deadline = Some(t(300));
+    let e = Effect::CheckServiceAccount {
+        namespace: "demo".into(),
+        name: "x".into(),
+    };
+    assert!(matches!(
+        w.execute(&key, &e),
+        Some(InputKind::ServiceAccountChecked {
+            result: Err(ApiError::Timeout { .. })
+        })
+    ));
+    assert_eq!(w.now(), t(400));
+}
+
+#[test]
+fn finalizers_status_and_fire_and_forget() {
+    let (mut w, key) = world();
+    let add = Effect::AddFinalizer {
+        finalizer: FINALIZER.into(),
+    };
+    assert_eq!(
+        w.execute(&key, &add),
+        Some(InputKind::FinalizerAdded { result: Ok(()) })
+    );
+    let status = crate::api::ReleaseStatus {
+        observed_generation: 1,
+        ..Default::default()
+    };
+    let patch = Effect::PatchStatus {
+        patch: json!({"observedGeneration": 1}),
+        status: Box::new(status),
+    };
+    assert_eq!(
+        w.execute(&key, &patch),
+        Some(InputKind::StatusPatched { result: Ok(()) })
+    );
+    assert_eq!(w.current.status_mismatches, 0);
+    let bad = Effect::PatchStatus {
+        patch: json!({"observedGeneration": 2}),
+        status: Box::default(),
+    };
+    w.execute(&key, &bad);
+    assert_eq!(w.current.status_mismatches, 1);
+    let ev = Effect::EmitEvent {
+        event: crate::effect::Event {
+            event_type: crate::effect::EventType::Normal,
+            reason: "NoOp".into(),
+            action: "Reconcile".into(),
+            note: "No changes detected".into(),
+        },
+    };
+    assert_eq!(w.execute(&key, &ev), None);
+    assert_eq!(w.events().len(), 1);
+    w.apply_event(WorldEvent::Delete { key: key.clone() })
+        .unwrap();
+    assert!(w.release(&key).is_some());
+    let rm = Effect::RemoveFinalizer {
+        finalizer: FINALIZER.into(),
+    };
+    assert_eq!(
+        w.execute(&key, &rm),
+        Some(InputKind::FinalizerRemoved { result: Ok(()) })
+    );
+    assert!(w.release(&key).is_none());
+}
+
+#[test]
+fn scheduled_events_and_queue_order() {
+    let (mut w, key) = world();
+    let src = SourceId::new("OCIRepository", "demo", "repo");
+    w.schedule(
+        t(10),
+        WorldEvent::NewArtifact {
+            source: src,
+            artifact: ArtifactDef::package("v1", ".", "x", "demo", json!({})),
+        },
+    );
+    assert_eq!(w.next_wakeup(), Some(t(0)));
+    w.clear_due(&key);
+    assert_eq!(w.next_wakeup(), Some(t(10)));
+    assert_eq!(w.step().unwrap(), Step::Event(t(10)));
+    assert_eq!(w.now(), t(10));
+    assert_eq!(w.step().unwrap(), Step::Idle);
+    w.schedule_after(
+        Duration::from_secs(5),
+        WorldEvent::RequestReconcile {
+            key: key.clone(),
+            token: "1".into(),
+        },
+    );
+    w.drive_until(t(14)).unwrap();
+    assert_eq!(w.due(&key), None);
+    w.step().unwrap();
+    assert_eq!(w.due(&key), Some(t(15)));
+}
