@@ -1,0 +1,154 @@
+//! Kubernetes clients: the operator's own, and one per ServiceAccount it impersonates
+//! (SPEC §15), built from a cloned `kube::Config` and cached so a reconcile does not
+//! rebuild TLS state. Every client counts its requests by verb (tests use the counts to
+//! prove a no-op sends no write; the metrics endpoint can export them).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use http::{Method, Request};
+use kube::client::{Body, ClientBuilder};
+use kube::{Client, Config};
+use opm_core::ApiError;
+use opm_core::effect::Impersonation;
+
+/// Requests sent through every client of one [`Clients`], by HTTP method.
+#[derive(Debug, Default)]
+pub struct RequestCounts {
+    get: AtomicU64,
+    post: AtomicU64,
+    put: AtomicU64,
+    patch: AtomicU64,
+    delete: AtomicU64,
+}
+
+/// A snapshot of [`RequestCounts`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CountSnapshot {
+    pub get: u64,
+    pub post: u64,
+    pub put: u64,
+    pub patch: u64,
+    pub delete: u64,
+}
+
+impl CountSnapshot {
+    /// Requests that can change state (POST, PUT, PATCH, DELETE). A dry-run is a POST or
+    /// PATCH too; callers that need to tell them apart subtract what they expect.
+    pub fn writes(&self) -> u64 {
+        self.post + self.put + self.patch + self.delete
+    }
+
+    pub fn total(&self) -> u64 {
+        self.get + self.writes()
+    }
+
+    /// Requests sent between `earlier` and `self`.
+    pub fn since(&self, earlier: &CountSnapshot) -> CountSnapshot {
+        CountSnapshot {
+            get: self.get - earlier.get,
+            post: self.post - earlier.post,
+            put: self.put - earlier.put,
+            patch: self.patch - earlier.patch,
+            delete: self.delete - earlier.delete,
+        }
+    }
+}
+
+impl RequestCounts {
+    fn record(&self, method: &Method, dry_run: bool) {
+        // Dry-runs change nothing; they are counted as reads so `writes()` means writes.
+        let slot = if dry_run {
+            &self.get
+        } else {
+            match *method {
+                Method::POST => &self.post,
+                Method::PUT => &self.put,
+                Method::PATCH => &self.patch,
+                Method::DELETE => &self.delete,
+                _ => &self.get,
+            }
+        };
+        slot.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> CountSnapshot {
+        CountSnapshot {
+            get: self.get.load(Ordering::Relaxed),
+            post: self.post.load(Ordering::Relaxed),
+            put: self.put.load(Ordering::Relaxed),
+            patch: self.patch.load(Ordering::Relaxed),
+            delete: self.delete.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Builds a client from `config` whose requests are counted in `counts`.
+pub fn counted_client(config: Config, counts: Arc<RequestCounts>) -> Result<Client, kube::Error> {
+    let layer = tower::util::MapRequestLayer::new(move |req: Request<Body>| {
+        let dry_run = req
+            .uri()
+            .query()
+            .is_some_and(|q| q.contains("dryRun=All"));
+        counts.record(req.method(), dry_run);
+        req
+    });
+    Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
+}
+
+/// The operator's client and cached impersonating clients.
+pub struct Clients {
+    config: Config,
+    operator: Client,
+    counts: Arc<RequestCounts>,
+    by_identity: Mutex<HashMap<(String, String), Client>>,
+}
+
+impl Clients {
+    pub fn new(config: Config) -> Result<Self, kube::Error> {
+        let counts = Arc::new(RequestCounts::default());
+        let operator = counted_client(config.clone(), counts.clone())?;
+        Ok(Self {
+            config,
+            operator,
+            counts,
+            by_identity: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The operator's own identity: reads of releases, sources, ServiceAccounts.
+    pub fn operator(&self) -> Client {
+        self.operator.clone()
+    }
+
+    pub fn counts(&self) -> CountSnapshot {
+        self.counts.snapshot()
+    }
+
+    /// The client for `identity`, or the operator's when `None`.
+    pub fn for_identity(&self, identity: Option<&Impersonation>) -> Result<Client, ApiError> {
+        let Some(id) = identity else {
+            return Ok(self.operator());
+        };
+        let key = (id.namespace.clone(), id.service_account.clone());
+        let mut cache = self
+            .by_identity
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(client) = cache.get(&key) {
+            return Ok(client.clone());
+        }
+        let mut config = self.config.clone();
+        config.auth_info.impersonate = Some(id.user.clone());
+        config.auth_info.impersonate_groups = Some(id.groups.clone());
+        let client =
+            counted_client(config, self.counts.clone()).map_err(|e| ApiError::Other {
+                code: 0,
+                message: format!("building the impersonating client: {e}"),
+            })?;
+        cache.insert(key, client.clone());
+        Ok(client)
+    }
+}

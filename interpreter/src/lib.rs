@@ -1,0 +1,1 @@
+//! The async interpreter of opm-operator (DESIGN.md §2).
