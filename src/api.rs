@@ -3,6 +3,9 @@
 //! Field names are the public contract: camelCase, empty strings and zero numbers omitted so a
 //! status stays small and a merge patch never carries noise.
 
+// `printcolumn(type_ = …)` repeats per column; clippy mistakes that for a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use schemars::JsonSchema;

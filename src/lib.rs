@@ -49,17 +49,30 @@
 
 pub mod api;
 pub mod backoff;
+pub mod conditions;
 pub mod config;
 pub mod constants;
+pub mod deletion;
+pub mod deps;
 pub mod digest;
+pub mod drift;
 pub mod duration;
 pub mod effect;
+pub mod impersonation;
 pub mod input;
+pub mod inventory;
+pub mod machine;
 pub mod object;
 pub mod outcome;
+pub mod prune;
+pub mod render_value;
+pub mod source;
+pub mod status;
+pub mod trace;
 
 pub use config::Config;
 pub use effect::{Effect, EffectKind, Event, EventType, Metric};
 pub use input::{ApiError, FetchError, Input, InputError, InputKind, RenderError, SourceError};
+pub use machine::Attempt;
 pub use object::{DesiredObject, Kind, ReleaseKey, ReleaseObject, ResourceId};
 pub use outcome::Outcome;

@@ -88,8 +88,11 @@ impl DesiredObject {
 }
 
 /// Which of the two release kinds.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default,
+)]
 pub enum Kind {
+    #[default]
     ModuleRelease,
     Release,
 }
@@ -112,7 +115,7 @@ impl Kind {
 }
 
 /// Names a release: kind, namespace, name.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct ReleaseKey {
     pub kind: Kind,

@@ -99,7 +99,7 @@ pub enum FailureClass {
 
 /// A classified failed exit: reason, class and the message shown in conditions and events.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Failure {
+pub struct Failure {
     pub reason: &'static str,
     pub class: FailureClass,
     pub message: String,

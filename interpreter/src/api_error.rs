@@ -60,7 +60,10 @@ mod tests {
             from_status(429, "x"),
             ApiError::TooManyRequests { .. }
         ));
-        assert!(matches!(from_status(503, "x"), ApiError::Unavailable { .. }));
+        assert!(matches!(
+            from_status(503, "x"),
+            ApiError::Unavailable { .. }
+        ));
         assert!(matches!(from_status(504, "x"), ApiError::Timeout { .. }));
         assert_eq!(
             from_status(418, "teapot"),

@@ -11,7 +11,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use opm_core::effect::ApplyStage;
-use opm_core::input::{ApplyAction, ApplyReport, AppliedObject};
+use opm_core::input::{AppliedObject, ApplyAction, ApplyReport};
 use opm_core::{ApiError, DesiredObject};
 use serde_json::Value;
 
@@ -39,13 +39,8 @@ pub struct ApplyCtx<'a> {
 pub async fn apply(ctx: &ApplyCtx<'_>, stages: &[ApplyStage]) -> ApplyReport {
     let mut report = ApplyReport::default();
     for stage in stages {
-        let mut results: Vec<AppliedObject> = stream::iter(stage.objects.iter())
-            .map(|obj| async move {
-                AppliedObject {
-                    id: obj.id.clone(),
-                    result: apply_one(ctx, obj).await,
-                }
-            })
+        let futures: Vec<_> = stage.objects.iter().map(|obj| applied(ctx, obj)).collect();
+        let mut results: Vec<AppliedObject> = stream::iter(futures)
             .buffered(STAGE_CONCURRENCY)
             .collect()
             .await;
@@ -60,6 +55,13 @@ pub async fn apply(ctx: &ApplyCtx<'_>, stages: &[ApplyStage]) -> ApplyReport {
         }
     }
     report
+}
+
+async fn applied(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> AppliedObject {
+    AppliedObject {
+        id: obj.id.clone(),
+        result: apply_one(ctx, obj).await,
+    }
 }
 
 async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyAction, ApiError> {

@@ -36,7 +36,12 @@ impl Resolver {
     }
 
     /// Resolves `group/version/kind`; a kind the server does not serve is `NotFound`.
-    pub async fn resolve(&self, group: &str, version: &str, kind: &str) -> Result<Resolved, ApiError> {
+    pub async fn resolve(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+    ) -> Result<Resolved, ApiError> {
         let gvk = GroupVersionKind::gvk(group, version, kind);
         if let Some(hit) = self.read_cache(&gvk) {
             return Ok(hit);
@@ -140,7 +145,10 @@ mod tests {
             "spec": {"group": "x.dev", "scope": "Cluster", "names": {"kind": "Widget"}}});
         assert_eq!(
             crd_defined_cluster_kind(&crd),
-            Some(GroupKind { group: "x.dev".into(), kind: "Widget".into() })
+            Some(GroupKind {
+                group: "x.dev".into(),
+                kind: "Widget".into()
+            })
         );
         let namespaced = json!({"kind": "CustomResourceDefinition",
             "spec": {"group": "x.dev", "scope": "Namespaced", "names": {"kind": "Widget"}}});

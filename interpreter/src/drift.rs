@@ -23,17 +23,12 @@ pub async fn check(
     objects: &[DesiredObject],
     field_manager: &str,
 ) -> DriftReport {
-    let results: Vec<(ResourceId, Result<bool, ApiError>)> = stream::iter(objects.iter())
-        .map(|obj| {
-            let client = client.clone();
-            async move {
-                let r = drifted(client, resolver, secrets, obj, field_manager).await;
-                (obj.id.clone(), r)
-            }
-        })
-        .buffered(CONCURRENCY)
-        .collect()
-        .await;
+    let futures: Vec<_> = objects
+        .iter()
+        .map(|obj| checked(client.clone(), resolver, secrets, obj, field_manager))
+        .collect();
+    let results: Vec<(ResourceId, Result<bool, ApiError>)> =
+        stream::iter(futures).buffered(CONCURRENCY).collect().await;
     let mut report = DriftReport::default();
     for (id, r) in results {
         match r {
@@ -43,6 +38,19 @@ pub async fn check(
         }
     }
     report
+}
+
+async fn checked(
+    client: Client,
+    resolver: &Resolver,
+    secrets: &SecretTable,
+    obj: &DesiredObject,
+    field_manager: &str,
+) -> (ResourceId, Result<bool, ApiError>) {
+    (
+        obj.id.clone(),
+        drifted(client, resolver, secrets, obj, field_manager).await,
+    )
 }
 
 async fn drifted(

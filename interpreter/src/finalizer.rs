@@ -58,10 +58,18 @@ async fn edit(
         let Some(next) = change(&list) else {
             return Ok(());
         };
-        let rv = current.metadata.resource_version.clone().unwrap_or_default();
+        let rv = current
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default();
         let patch = guarded_patch(&rv, next);
         match api
-            .patch(&key.name, &PatchParams::default(), &Patch::<Value>::Json(patch))
+            .patch(
+                &key.name,
+                &PatchParams::default(),
+                &Patch::<Value>::Json(patch),
+            )
             .await
         {
             Ok(_) => return Ok(()),

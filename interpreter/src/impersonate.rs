@@ -88,10 +88,7 @@ impl RequestCounts {
 /// Builds a client from `config` whose requests are counted in `counts`.
 pub fn counted_client(config: Config, counts: Arc<RequestCounts>) -> Result<Client, kube::Error> {
     let layer = tower::util::MapRequestLayer::new(move |req: Request<Body>| {
-        let dry_run = req
-            .uri()
-            .query()
-            .is_some_and(|q| q.contains("dryRun=All"));
+        let dry_run = req.uri().query().is_some_and(|q| q.contains("dryRun=All"));
         counts.record(req.method(), dry_run);
         req
     });
@@ -143,11 +140,10 @@ impl Clients {
         let mut config = self.config.clone();
         config.auth_info.impersonate = Some(id.user.clone());
         config.auth_info.impersonate_groups = Some(id.groups.clone());
-        let client =
-            counted_client(config, self.counts.clone()).map_err(|e| ApiError::Other {
-                code: 0,
-                message: format!("building the impersonating client: {e}"),
-            })?;
+        let client = counted_client(config, self.counts.clone()).map_err(|e| ApiError::Other {
+            code: 0,
+            message: format!("building the impersonating client: {e}"),
+        })?;
         cache.insert(key, client.clone());
         Ok(client)
     }

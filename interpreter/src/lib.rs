@@ -1,1 +1,35 @@
-//! The async interpreter of opm-operator (DESIGN.md §2).
+//! The async interpreter of opm-operator (DESIGN.md §2): the executors that carry out the
+//! core's effects against the network, the disk, the `cue` binary and the Kubernetes API,
+//! the driver that runs one attempt of the core, and the controllers. Executors decide
+//! nothing: each returns a typed error whose variant tells the core which SPEC §4 exit
+//! applies (`class()` for transient vs stalled, `reason()` for the condition reason).
+
+pub mod artifact_cache;
+pub mod extract;
+pub mod fetch;
+pub mod module_ref;
+pub mod render;
+
+pub mod api_error;
+pub mod apply;
+pub mod controller;
+pub mod crds;
+pub mod deps;
+pub mod discovery;
+pub mod drift;
+pub mod driver;
+pub mod dynamic;
+pub mod events;
+pub mod finalizer;
+pub mod impersonate;
+pub mod local;
+pub mod metrics;
+pub mod prune;
+pub mod releases;
+pub mod run;
+pub mod secrets;
+pub mod service_account;
+pub mod source;
+pub mod status;
+
+pub use fetch::FailureClass;

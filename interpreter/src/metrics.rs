@@ -121,11 +121,37 @@ mod tests {
     #[test]
     fn records_and_forgets_a_release() {
         let m = Metrics::default();
-        let key = ReleaseKey { kind: Kind::Release, namespace: "ns".into(), name: "a".into() };
-        m.record(&key, &Metric::Reconcile { outcome: Outcome::NoOp, duration: Duration::from_millis(10) });
-        m.record(&key, &Metric::Reconcile { outcome: Outcome::NoOp, duration: Duration::from_millis(10) });
-        assert_eq!(m.get("opm_controller_reconcile_total", &key, &[("outcome", "no_op")]), Some(2.0));
-        assert!(m.render().contains("opm_controller_reconcile_total{kind=\"Release\""));
+        let key = ReleaseKey {
+            kind: Kind::Release,
+            namespace: "ns".into(),
+            name: "a".into(),
+        };
+        m.record(
+            &key,
+            &Metric::Reconcile {
+                outcome: Outcome::NoOp,
+                duration: Duration::from_millis(10),
+            },
+        );
+        m.record(
+            &key,
+            &Metric::Reconcile {
+                outcome: Outcome::NoOp,
+                duration: Duration::from_millis(10),
+            },
+        );
+        assert_eq!(
+            m.get(
+                "opm_controller_reconcile_total",
+                &key,
+                &[("outcome", "no_op")]
+            ),
+            Some(2.0)
+        );
+        assert!(
+            m.render()
+                .contains("opm_controller_reconcile_total{kind=\"Release\"")
+        );
         m.forget(&key);
         assert!(m.render().is_empty());
     }

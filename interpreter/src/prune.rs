@@ -14,7 +14,11 @@ use crate::discovery::Resolver;
 use crate::{api_error, dynamic};
 
 /// GETs each target; a kind the server no longer serves has no live objects.
-pub async fn inspect(client: Client, resolver: &Resolver, targets: &[ResourceId]) -> Vec<LiveObject> {
+pub async fn inspect(
+    client: Client,
+    resolver: &Resolver,
+    targets: &[ResourceId],
+) -> Vec<LiveObject> {
     let mut out = Vec::with_capacity(targets.len());
     for id in targets {
         let result = inspect_one(client.clone(), resolver, id).await;
@@ -52,7 +56,11 @@ async fn inspect_one(
 }
 
 /// DELETEs each object with its UID as precondition; an object already gone is a success.
-pub async fn delete(client: Client, resolver: &Resolver, deletions: &[Deletion]) -> Vec<ObjectResult> {
+pub async fn delete(
+    client: Client,
+    resolver: &Resolver,
+    deletions: &[Deletion],
+) -> Vec<ObjectResult> {
     let mut out = Vec::with_capacity(deletions.len());
     for d in deletions {
         let result = delete_one(client.clone(), resolver, d).await;

@@ -40,7 +40,9 @@ impl SecretTable {
     /// Replaces the Secret values of every object under `components.<c>.<key>` in the
     /// exported render value.
     pub fn redact_render(&mut self, exported: &mut Value) {
-        let Some(components) = exported.get_mut("components").and_then(Value::as_object_mut)
+        let Some(components) = exported
+            .get_mut("components")
+            .and_then(Value::as_object_mut)
         else {
             return;
         };

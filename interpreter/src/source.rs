@@ -24,7 +24,10 @@ pub fn plural(kind: &str) -> String {
 /// The API resource for a source kind at `api_version`.
 pub fn api_resource(api_version: &str, kind: &str) -> ApiResource {
     let (group, version) = opm_core::object::split_api_version(api_version);
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, &version, kind), &plural(kind))
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&group, &version, kind),
+        &plural(kind),
+    )
 }
 
 /// Reads the source and returns its advertised artifact.
@@ -96,7 +99,9 @@ mod tests {
         let d = json!({"status": {"conditions": [{"type": "Ready", "status": "False", "message": "pulling"}]}});
         assert_eq!(
             artifact_of(&d),
-            Err(SourceError::NotReady { message: "pulling".into() })
+            Err(SourceError::NotReady {
+                message: "pulling".into()
+            })
         );
         let d = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
         assert_eq!(artifact_of(&d), Err(SourceError::NoArtifact));

@@ -1,0 +1,621 @@
+//! The CUE renderer (DESIGN §3, SPEC §18): runs the pinned `cue` binary as a child process with
+//! a deadline and output caps, and turns its result into typed data.
+//!
+//! `cue` exits 1 on every failure, so this is the one place where its stderr is read and
+//! classified; everything downstream matches on [`RenderError`] variants.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::OnceCell;
+
+use crate::fetch::FailureClass;
+use crate::module_ref::{ModuleRef, ReleaseIdentity, synthesise_release};
+
+/// Default deadline of one `cue` run (SPEC §18).
+pub const DEFAULT_RENDER_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default cap on `cue`'s stdout (the exported JSON).
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
+/// Stderr kept for messages; the rest is read and dropped so the child never blocks.
+pub const DEFAULT_MAX_STDERR_BYTES: usize = 8 * 1024;
+/// Lines of `cue`'s stderr kept in an error message: the first ones name the field.
+const MESSAGE_LINES: usize = 12;
+/// Renders kept by the render cache.
+const RENDER_CACHE_ENTRIES: usize = 128;
+
+/// How the renderer runs `cue`.
+#[derive(Debug, Clone)]
+pub struct RenderConfig {
+    pub cue_binary: PathBuf,
+    /// `CUE_REGISTRY` for the child (e.g. `127.0.0.1:5000+insecure`); inherited when `None`.
+    pub registry: Option<String>,
+    /// `CUE_CACHE_DIR` for the child; inherited when `None`.
+    pub cue_cache_dir: Option<PathBuf>,
+    pub timeout: Duration,
+    pub max_output_bytes: usize,
+    pub max_stderr_bytes: usize,
+}
+
+impl RenderConfig {
+    pub fn new(cue_binary: impl Into<PathBuf>) -> Self {
+        Self {
+            cue_binary: cue_binary.into(),
+            registry: None,
+            cue_cache_dir: None,
+            timeout: DEFAULT_RENDER_TIMEOUT,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            max_stderr_bytes: DEFAULT_MAX_STDERR_BYTES,
+        }
+    }
+}
+
+/// Why a render failed; [`Self::reason`] and [`Self::class`] give the SPEC §4 row.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    /// The module or a dependency cannot be resolved (unknown version, bad module reference).
+    #[error("module resolution failed: {message}")]
+    Resolution { message: String },
+    /// The registry could not be reached; may recover on its own.
+    #[error("CUE registry unreachable: {message}")]
+    RegistryUnreachable { message: String },
+    #[error("cue did not finish within {}s", after.as_secs_f64())]
+    Timeout { after: Duration },
+    /// CUE evaluation failed: values do not satisfy `#config`, conflicts, incomplete values.
+    #[error("CUE evaluation failed: {message}")]
+    Evaluation { message: String },
+    /// The exported value is not a `ModuleRelease`.
+    #[error("unsupported kind {}: expected ModuleRelease", kind.as_deref().map_or("(none)".to_owned(), |k| format!("{k:?}")))]
+    UnsupportedKind { kind: Option<String> },
+    /// The exported value is not JSON of the expected shape.
+    #[error("invalid render output: {message}")]
+    InvalidOutput { message: String },
+    #[error("cue output exceeds {limit} bytes")]
+    OutputTooLarge { limit: usize },
+    /// `cue` could not be started or a temporary directory could not be made: an operator
+    /// installation problem, retried with backoff until it is fixed.
+    #[error("cannot run cue: {message}")]
+    Io { message: String },
+}
+
+impl RenderError {
+    pub fn class(&self) -> FailureClass {
+        match self {
+            Self::RegistryUnreachable { .. } | Self::Timeout { .. } | Self::Io { .. } => {
+                FailureClass::Transient
+            }
+            _ => FailureClass::Stalled,
+        }
+    }
+
+    /// The SPEC §4 condition reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Resolution { .. } => "ResolutionFailed",
+            Self::UnsupportedKind { .. } => "UnsupportedKind",
+            _ => "RenderFailed",
+        }
+    }
+}
+
+/// Classifies a failed `cue` run by its stderr. Message texts are pinned by tests against the
+/// real binary, so an upgrade that changes them fails loudly.
+pub fn classify_stderr(stderr: &str) -> RenderError {
+    let message = first_lines(stderr);
+    let unreachable = [
+        "cannot do HTTP request",
+        "connection refused",
+        "no such host",
+        "i/o timeout",
+    ];
+    if unreachable.iter().any(|p| stderr.contains(p)) {
+        RenderError::RegistryUnreachable { message }
+    } else if stderr.contains("module not found")
+        || stderr.contains("invalid module file")
+        || stderr.contains("mismatched major version")
+    {
+        RenderError::Resolution { message }
+    } else {
+        RenderError::Evaluation { message }
+    }
+}
+
+fn first_lines(s: &str) -> String {
+    let lines: Vec<&str> = s
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(MESSAGE_LINES)
+        .collect();
+    let msg = lines.join("\n");
+    if msg.is_empty() {
+        "cue failed without a message".to_owned()
+    } else {
+        msg
+    }
+}
+
+/// The exported release: `kind: ModuleRelease`, `metadata`, `components`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    /// The whole exported value.
+    pub exported: Value,
+    /// `components.<component>.<key>` → object, in sorted order.
+    pub components: BTreeMap<String, BTreeMap<String, Value>>,
+}
+
+impl Rendered {
+    /// Checks the exported JSON has the release shape of DESIGN §3.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, RenderError> {
+        let exported: Value =
+            serde_json::from_slice(bytes).map_err(|e| RenderError::InvalidOutput {
+                message: format!("cue output is not JSON: {e}"),
+            })?;
+        match exported.get("kind") {
+            Some(Value::String(k)) if k == "ModuleRelease" => {}
+            Some(Value::String(k)) => {
+                return Err(RenderError::UnsupportedKind {
+                    kind: Some(k.clone()),
+                });
+            }
+            Some(other) => {
+                return Err(RenderError::UnsupportedKind {
+                    kind: Some(other.to_string()),
+                });
+            }
+            None => return Err(RenderError::UnsupportedKind { kind: None }),
+        }
+        let invalid = |message: String| RenderError::InvalidOutput { message };
+        let comps = match exported.get("components") {
+            Some(Value::Object(m)) => m,
+            Some(_) => return Err(invalid("components is not a struct".into())),
+            None => return Err(invalid("exported value has no components".into())),
+        };
+        let mut components = BTreeMap::new();
+        for (name, objs) in comps {
+            let Value::Object(objs) = objs else {
+                return Err(invalid(format!("component {name:?} is not a struct")));
+            };
+            let mut out = BTreeMap::new();
+            for (key, obj) in objs {
+                if !obj.is_object() {
+                    return Err(invalid(format!("components.{name}.{key} is not an object")));
+                }
+                out.insert(key.clone(), obj.clone());
+            }
+            components.insert(name.clone(), out);
+        }
+        Ok(Self {
+            exported,
+            components,
+        })
+    }
+
+    /// Every object with its component and key, in sorted order.
+    pub fn objects(&self) -> impl Iterator<Item = (&str, &str, &Value)> {
+        self.components
+            .iter()
+            .flat_map(|(c, objs)| objs.iter().map(move |(k, v)| (c.as_str(), k.as_str(), v)))
+    }
+}
+
+/// Identifies a render by its inputs (DESIGN §2): same inputs, same output, no CUE run.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RenderKey {
+    pub source_digest: String,
+    pub config_digest: String,
+    pub path: String,
+    pub cue_version: String,
+}
+
+/// Runs `cue` and caches successful renders.
+#[derive(Debug)]
+pub struct Renderer {
+    config: RenderConfig,
+    cue_version: OnceCell<String>,
+    cache: Mutex<BTreeMap<RenderKey, (Arc<Rendered>, u64)>>,
+    tick: std::sync::atomic::AtomicU64,
+}
+
+impl Renderer {
+    pub fn new(config: RenderConfig) -> Self {
+        Self {
+            config,
+            cue_version: OnceCell::new(),
+            cache: Mutex::new(BTreeMap::new()),
+            tick: 0.into(),
+        }
+    }
+
+    pub fn config(&self) -> &RenderConfig {
+        &self.config
+    }
+
+    /// `cue version`'s version string (e.g. `v0.17.1`), asked once.
+    pub async fn cue_version(&self) -> Result<String, RenderError> {
+        self.cue_version
+            .get_or_try_init(|| async {
+                let out = tokio::time::timeout(
+                    self.config.timeout,
+                    tokio::process::Command::new(&self.config.cue_binary)
+                        .arg("version")
+                        .stdin(Stdio::null())
+                        .kill_on_drop(true)
+                        .output(),
+                )
+                .await
+                .map_err(|_| RenderError::Timeout {
+                    after: self.config.timeout,
+                })?
+                .map_err(|e| self.spawn_error(e))?;
+                let text = String::from_utf8_lossy(&out.stdout);
+                text.lines()
+                    .find_map(|l| l.strip_prefix("cue version "))
+                    .map(|v| v.trim().to_owned())
+                    .ok_or_else(|| RenderError::Io {
+                        message: format!("unexpected `cue version` output: {}", first_lines(&text)),
+                    })
+            })
+            .await
+            .cloned()
+    }
+
+    /// Exports the release package in `dir` (its module root is found by `cue`).
+    pub async fn render_package(&self, dir: &Path) -> Result<Rendered, RenderError> {
+        let out = self.export(dir).await?;
+        Rendered::from_json(&out)
+    }
+
+    /// Synthesises the release package for `module` with `values` and exports it.
+    pub async fn render_module(
+        &self,
+        module: &ModuleRef,
+        values: &Value,
+        identity: &ReleaseIdentity,
+    ) -> Result<Rendered, RenderError> {
+        let files = synthesise_release(module, values, identity)?;
+        let dir = tempfile::Builder::new()
+            .prefix("opm-release-")
+            .tempdir()
+            .map_err(|e| RenderError::Io {
+                message: format!("temporary directory: {e}"),
+            })?;
+        let write = |rel: &str, text: &str| {
+            let p = dir.path().join(rel);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(p, text)
+        };
+        write("cue.mod/module.cue", &files.module_cue)
+            .and_then(|()| write("release.cue", &files.release_cue))
+            .map_err(|e| RenderError::Io {
+                message: format!("writing release package: {e}"),
+            })?;
+        self.render_package(dir.path()).await
+    }
+
+    /// [`Self::render_package`] through the render cache. `source_digest` names the artifact
+    /// and `spec_path` the directory inside it, so equal keys mean equal inputs.
+    pub async fn render_package_cached(
+        &self,
+        source_digest: &str,
+        spec_path: &str,
+        dir: &Path,
+    ) -> Result<Arc<Rendered>, RenderError> {
+        let key = RenderKey {
+            source_digest: source_digest.to_owned(),
+            config_digest: String::new(),
+            path: spec_path.to_owned(),
+            cue_version: self.cue_version().await?,
+        };
+        self.cached(key, self.render_package(dir)).await
+    }
+
+    /// [`Self::render_module`] through the render cache. A published module version is
+    /// immutable, so the module reference stands for the source digest.
+    pub async fn render_module_cached(
+        &self,
+        module: &ModuleRef,
+        values: &Value,
+        identity: &ReleaseIdentity,
+    ) -> Result<Arc<Rendered>, RenderError> {
+        let config = serde_json::json!({
+            "values": values,
+            "name": identity.name,
+            "namespace": identity.namespace,
+            "package": module.package,
+            "registry": self.config.registry,
+        });
+        let key = RenderKey {
+            source_digest: format!("module:{}@{}", module.path, module.version),
+            config_digest: format!("sha256:{}", hex::encode(Sha256::digest(config.to_string()))),
+            path: ".".to_owned(),
+            cue_version: self.cue_version().await?,
+        };
+        self.cached(key, self.render_module(module, values, identity))
+            .await
+    }
+
+    async fn cached(
+        &self,
+        key: RenderKey,
+        render: impl Future<Output = Result<Rendered, RenderError>>,
+    ) -> Result<Arc<Rendered>, RenderError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if let Some((hit, used)) = self.lock_cache().get_mut(&key) {
+            *used = self.tick.fetch_add(1, Relaxed);
+            return Ok(hit.clone());
+        }
+        let rendered = Arc::new(render.await?);
+        let mut cache = self.lock_cache();
+        cache.insert(key, (rendered.clone(), self.tick.fetch_add(1, Relaxed)));
+        while cache.len() > RENDER_CACHE_ENTRIES {
+            let oldest = cache
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => cache.remove(&k),
+                None => break,
+            };
+        }
+        Ok(rendered)
+    }
+
+    /// Number of cached renders.
+    pub fn cached_renders(&self) -> usize {
+        self.lock_cache().len()
+    }
+
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, BTreeMap<RenderKey, (Arc<Rendered>, u64)>> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn spawn_error(&self, e: std::io::Error) -> RenderError {
+        RenderError::Io {
+            message: format!("{}: {e}", self.config.cue_binary.display()),
+        }
+    }
+
+    /// `cue export . --out json` in `dir`, bounded by the deadline and the output caps.
+    async fn export(&self, dir: &Path) -> Result<Vec<u8>, RenderError> {
+        let mut cmd = tokio::process::Command::new(&self.config.cue_binary);
+        cmd.args(["export", ".", "--out", "json"])
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(r) = &self.config.registry {
+            cmd.env("CUE_REGISTRY", r);
+        }
+        if let Some(c) = &self.config.cue_cache_dir {
+            cmd.env("CUE_CACHE_DIR", c);
+        }
+        let started = std::time::Instant::now();
+        let mut child = cmd.spawn().map_err(|e| self.spawn_error(e))?;
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            return Err(RenderError::Io {
+                message: "cue stdio was not captured".into(),
+            });
+        };
+        let stderr_cap = self.config.max_stderr_bytes;
+        let stderr_task = tokio::spawn(read_head(stderr, stderr_cap));
+        let out_cap = self.config.max_output_bytes;
+        let run = async {
+            let out = read_capped(stdout, out_cap).await;
+            let status = if out.is_some() {
+                child.wait().await.ok()
+            } else {
+                None
+            };
+            (out, status)
+        };
+        let result = tokio::time::timeout(self.config.timeout, run).await;
+        let (out, status) = match result {
+            Err(_) => {
+                let _ = child.kill().await;
+                stderr_task.abort();
+                return Err(RenderError::Timeout {
+                    after: self.config.timeout,
+                });
+            }
+            Ok((None, _)) => {
+                let _ = child.kill().await;
+                stderr_task.abort();
+                return Err(RenderError::OutputTooLarge { limit: out_cap });
+            }
+            Ok((Some(out), status)) => (out, status),
+        };
+        let stderr = stderr_task.await.unwrap_or_default();
+        tracing::debug!(dir = %dir.display(), elapsed_ms = started.elapsed().as_millis() as u64, "cue export finished");
+        match status {
+            Some(s) if s.success() => Ok(out),
+            Some(_) => Err(classify_stderr(&String::from_utf8_lossy(&stderr))),
+            None => Err(RenderError::Io {
+                message: "waiting for cue failed".into(),
+            }),
+        }
+    }
+}
+
+/// Reads everything, or `None` once more than `cap` bytes arrived.
+async fn read_capped(mut r: impl AsyncRead + Unpin, cap: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return Some(out),
+            Ok(n) => {
+                if out.len() + n > cap {
+                    return None;
+                }
+                out.extend_from_slice(&buf[..n]);
+            }
+        }
+    }
+}
+
+/// Keeps the first `cap` bytes and drains the rest.
+async fn read_head(mut r: impl AsyncRead + Unpin, cap: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 8 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return out,
+            Ok(n) => {
+                let keep = n.min(cap.saturating_sub(out.len()));
+                out.extend_from_slice(&buf[..keep]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stderr_classification() {
+        let not_found = "x: import failed: cannot fetch a@v0.9.9: module a@v0.9.9: module not found:\n    ./release.cue:3:8\n";
+        assert!(matches!(
+            classify_stderr(not_found),
+            RenderError::Resolution { .. }
+        ));
+        let unreachable = "cannot fetch a@v0.2.1: module a@v0.2.1: cannot do HTTP request: Get \"http://127.0.0.1:1/v2\": dial tcp 127.0.0.1:1: connect: connection refused:";
+        let e = classify_stderr(unreachable);
+        assert!(matches!(e, RenderError::RegistryUnreachable { .. }));
+        assert_eq!(
+            (e.class(), e.reason()),
+            (FailureClass::Transient, "RenderFailed")
+        );
+        let major = "invalid module file /t/cue.mod/module.cue: cannot make version: mismatched major version suffix";
+        assert_eq!(classify_stderr(major).reason(), "ResolutionFailed");
+        let eval = "_m.#config.replicas: conflicting values \"x\" and int (mismatched types string and int):\n    ./release.cue:5:5\n";
+        let e = classify_stderr(eval);
+        assert_eq!(
+            e,
+            RenderError::Evaluation {
+                message: eval.trim_end().to_owned()
+            }
+        );
+        assert_eq!(
+            (e.class(), e.reason()),
+            (FailureClass::Stalled, "RenderFailed")
+        );
+    }
+
+    #[test]
+    fn long_stderr_is_cut_to_the_first_lines() {
+        let text: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        let RenderError::Evaluation { message } = classify_stderr(&text) else {
+            panic!()
+        };
+        assert_eq!(message.lines().count(), MESSAGE_LINES);
+        assert!(message.starts_with("line 0\n"));
+    }
+
+    #[test]
+    fn exported_kind_is_checked() {
+        let e = Rendered::from_json(br#"{"kind":"Deployment","components":{}}"#).unwrap_err();
+        assert_eq!(
+            e,
+            RenderError::UnsupportedKind {
+                kind: Some("Deployment".into())
+            }
+        );
+        assert_eq!(e.reason(), "UnsupportedKind");
+        let e = Rendered::from_json(br#"{"components":{}}"#).unwrap_err();
+        assert_eq!(e, RenderError::UnsupportedKind { kind: None });
+        let e = Rendered::from_json(br#"{"kind":"ModuleRelease","components":{"a":{"b":1}}}"#)
+            .unwrap_err();
+        assert!(matches!(e, RenderError::InvalidOutput { .. }), "{e:?}");
+        let ok = Rendered::from_json(
+            br#"{"kind":"ModuleRelease","components":{"b":{"y":{"kind":"S"}},"a":{"x":{"kind":"C"}}}}"#,
+        )
+        .unwrap();
+        let keys: Vec<_> = ok.objects().map(|(c, k, _)| format!("{c}/{k}")).collect();
+        assert_eq!(keys, ["a/x", "b/y"]);
+    }
+
+    fn fake_cue(dir: &Path, script: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.join("fake-cue");
+        std::fs::write(&p, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    #[tokio::test]
+    async fn a_slow_cue_is_killed_at_the_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = RenderConfig::new(fake_cue(dir.path(), "sleep 30"));
+        cfg.timeout = Duration::from_millis(300);
+        let started = std::time::Instant::now();
+        let err = Renderer::new(cfg)
+            .render_package(dir.path())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            RenderError::Timeout {
+                after: Duration::from_millis(300)
+            }
+        );
+        assert_eq!(err.class(), FailureClass::Transient);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn output_over_the_cap_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = RenderConfig::new(fake_cue(dir.path(), "yes '{}' | head -c 1000000"));
+        cfg.max_output_bytes = 10_000;
+        let err = Renderer::new(cfg)
+            .render_package(dir.path())
+            .await
+            .unwrap_err();
+        assert_eq!(err, RenderError::OutputTooLarge { limit: 10_000 });
+    }
+
+    #[tokio::test]
+    async fn stderr_of_a_failing_run_is_classified_and_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = "echo 'a.b: conflicting values 1 and 2' >&2; head -c 100000 /dev/zero | tr '\\0' x >&2; exit 1";
+        let mut cfg = RenderConfig::new(fake_cue(dir.path(), script));
+        cfg.max_stderr_bytes = 64;
+        let err = Renderer::new(cfg)
+            .render_package(dir.path())
+            .await
+            .unwrap_err();
+        let RenderError::Evaluation { message } = err else {
+            panic!("{err:?}")
+        };
+        assert!(
+            message.starts_with("a.b: conflicting values 1 and 2"),
+            "{message}"
+        );
+        assert!(message.len() <= 64, "{}", message.len());
+    }
+
+    #[tokio::test]
+    async fn a_missing_binary_is_a_transient_spawn_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = RenderConfig::new(dir.path().join("no-such-cue"));
+        let err = Renderer::new(cfg)
+            .render_package(dir.path())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RenderError::Io { .. }), "{err:?}");
+        assert_eq!(err.class(), FailureClass::Transient);
+    }
+}

@@ -1,0 +1,203 @@
+//! `opm-operator run`: flags (SPEC §22), logging, clients, executors, controllers, and a
+//! graceful stop on SIGTERM / Ctrl-C (in-flight attempts finish, then exit 0).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use futures::FutureExt;
+
+use crate::artifact_cache::{ArtifactCache, CacheLimits};
+use crate::controller::{self, Settings, Shutdown};
+use crate::driver::Runtime;
+use crate::extract::ExtractLimits;
+use crate::fetch::{FetchConfig, Fetcher};
+use crate::impersonate::Clients;
+use crate::local::Local;
+use crate::render::{RenderConfig, Renderer};
+
+#[derive(Debug, Clone, Copy, ValueEnum, Default)]
+pub enum LogFormat {
+    Json,
+    #[default]
+    Text,
+}
+
+/// Flags of `opm-operator run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Attempts reconciled at once, per kind.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: u16,
+    /// ServiceAccount (in the release's namespace) used when `spec.serviceAccountName` is empty.
+    #[arg(long)]
+    pub default_service_account: Option<String>,
+    /// Allow `dependsOn` and `sourceRef` to name other namespaces.
+    #[arg(long)]
+    pub allow_cross_namespace_refs: bool,
+    /// Reconcile only releases matching this label selector (sharding).
+    #[arg(long)]
+    pub watch_label_selector: Option<String>,
+    /// Requeue of dependency / source-not-ready waits.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub requeue_dependency: Duration,
+    /// The `cue` binary.
+    #[arg(long, env = "OPM_CUE_BIN", default_value = "cue")]
+    pub cue_binary: PathBuf,
+    /// `CUE_REGISTRY` for module renders (e.g. `127.0.0.1:5000+insecure`).
+    #[arg(long)]
+    pub cue_registry: Option<String>,
+    /// Artifact and CUE caches.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Largest artifact downloaded, in bytes.
+    #[arg(long, default_value_t = crate::fetch::DEFAULT_MAX_ARTIFACT_BYTES)]
+    pub max_artifact_bytes: u64,
+    /// Write each attempt as a JSON-lines trace into this directory.
+    #[arg(long)]
+    pub trace_dir: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Client-side request rate (accepted; not applied yet).
+    #[arg(long, default_value_t = 50.0)]
+    pub kube_api_qps: f32,
+    /// Client-side burst (accepted; not applied yet).
+    #[arg(long, default_value_t = 100)]
+    pub kube_api_burst: u32,
+    /// Prometheus metrics endpoint (`0` disables).
+    #[arg(long, default_value = "0")]
+    pub metrics_bind_address: String,
+    /// `/healthz` and `/readyz` (`0` disables).
+    #[arg(long, default_value = "0")]
+    pub health_probe_bind_address: String,
+    /// Lease-based leader election (accepted; not implemented yet: run one replica).
+    #[arg(long)]
+    pub leader_elect: bool,
+}
+
+/// Parses `30s`, `5m`, `1h`, `250ms` or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("invalid duration unit in {s:?}")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Installs the tracing subscriber (`RUST_LOG`, default `info`).
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+/// Builds the shared runtime from flags and a kube config.
+pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Result<Arc<Runtime>> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cache_dir = match &args.cache_dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join("opm-operator-cache"),
+    };
+    std::fs::create_dir_all(&cache_dir)?;
+    let fetcher = Fetcher::new(FetchConfig {
+        max_bytes: args.max_artifact_bytes,
+        ..FetchConfig::default()
+    })?;
+    let cache = ArtifactCache::new(
+        &cache_dir,
+        fetcher,
+        ExtractLimits::default(),
+        CacheLimits::default(),
+    )?;
+    let mut render = RenderConfig::new(&args.cue_binary);
+    render.registry = args.cue_registry.clone();
+    render.cue_cache_dir = Some(cache_dir.join("cue"));
+    let local = Local {
+        cache,
+        renderer: Renderer::new(render),
+    };
+    if let Some(dir) = &args.trace_dir {
+        std::fs::create_dir_all(dir)?;
+    }
+    let config = opm_core::Config {
+        default_service_account: args.default_service_account.clone(),
+        allow_cross_namespace_refs: args.allow_cross_namespace_refs,
+        requeue_dependency: args.requeue_dependency,
+    };
+    let clients = Clients::new(kube_config)?;
+    Ok(Runtime::new(config, clients, local, args.trace_dir.clone()))
+}
+
+/// Ctrl-C or SIGTERM.
+pub fn signal_shutdown() -> Shutdown {
+    controller::shutdown_on(
+        async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("installing the SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            tracing::info!("shutdown requested; finishing in-flight attempts");
+        }
+        .map(|_| ()),
+    )
+}
+
+/// `opm-operator run`.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    init_logging(args.log_format);
+    if args.leader_elect {
+        tracing::warn!("--leader-elect is not implemented yet; running without a Lease");
+    }
+    for (flag, addr) in [
+        ("--metrics-bind-address", &args.metrics_bind_address),
+        (
+            "--health-probe-bind-address",
+            &args.health_probe_bind_address,
+        ),
+    ] {
+        if addr != "0" && addr.parse::<SocketAddr>().is_err() {
+            anyhow::bail!("{flag}: invalid address {addr:?}");
+        }
+    }
+    let kube_config = kube::Config::infer().await?;
+    let rt = build_runtime(&args, kube_config)?;
+    let settings = Settings {
+        concurrency: args.concurrency,
+        label_selector: args.watch_label_selector.clone(),
+    };
+    tracing::info!(concurrency = args.concurrency, "opm-operator starting");
+    controller::run(rt, settings, signal_shutdown()).await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("7").unwrap(), Duration::from_secs(7));
+        assert!(parse_duration("5x").is_err());
+    }
+}

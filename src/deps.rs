@@ -1,0 +1,137 @@
+//! `dependsOn` (SPEC §14): defaults, self-reference, cross-namespace policy, cycles, readiness.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::api::DependencyRef;
+use crate::input::DependencyReport;
+use crate::object::{Kind, ReleaseKey};
+use crate::outcome::{Failure, reasons};
+
+/// Fills in each entry's namespace (the release's) and kind (the release's own).
+pub fn resolve(own: &ReleaseKey, refs: &[DependencyRef]) -> Result<Vec<ReleaseKey>, Failure> {
+    refs.iter()
+        .map(|r| {
+            let kind = if r.kind.is_empty() {
+                own.kind
+            } else {
+                Kind::parse(&r.kind).ok_or_else(|| {
+                    Failure::stalled(
+                        reasons::DEPENDENCIES_NOT_READY,
+                        format!(
+                            "dependency {} has unsupported kind \"{}\" (expected ModuleRelease or Release)",
+                            r.name, r.kind
+                        ),
+                    )
+                })?
+            };
+            let namespace = if r.namespace.is_empty() {
+                own.namespace.clone()
+            } else {
+                r.namespace.clone()
+            };
+            Ok(ReleaseKey {
+                kind,
+                namespace,
+                name: r.name.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Checks made before anything is read: self-reference and cross-namespace policy, in order.
+pub fn precheck(
+    own: &ReleaseKey,
+    refs: &[ReleaseKey],
+    allow_cross_namespace: bool,
+) -> Result<(), Failure> {
+    for r in refs {
+        if r == own {
+            return Err(Failure::stalled(
+                reasons::DEPENDENCIES_NOT_READY,
+                format!("release {} depends on itself", own.display()),
+            ));
+        }
+        if r.namespace != own.namespace && !allow_cross_namespace {
+            return Err(Failure::stalled(
+                reasons::CROSS_NAMESPACE_REF_DENIED,
+                format!(
+                    "cross-namespace dependency on {} {} is not allowed (--allow-cross-namespace-refs is off)",
+                    r.kind.as_str(),
+                    r.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A cycle through `own`, as the path `own -> … -> own`, using the release's current refs
+/// for itself and the reported `dependsOn` for everyone else.
+pub fn find_cycle(
+    own: &ReleaseKey,
+    refs: &[ReleaseKey],
+    report: &DependencyReport,
+) -> Option<Vec<ReleaseKey>> {
+    let mut graph: BTreeMap<&ReleaseKey, &[ReleaseKey]> = report
+        .releases
+        .iter()
+        .map(|s| (&s.key, s.depends_on.as_slice()))
+        .collect();
+    graph.insert(own, refs);
+    let mut visited: BTreeSet<&ReleaseKey> = BTreeSet::new();
+    let mut path: Vec<&ReleaseKey> = vec![own];
+    // Explicit stack of (node, next child index) keeps this iterative and deterministic.
+    let mut stack: Vec<(&ReleaseKey, usize)> = vec![(own, 0)];
+    visited.insert(own);
+    while let Some((node, idx)) = stack.pop() {
+        let children = graph.get(node).copied().unwrap_or(&[]);
+        if idx >= children.len() {
+            path.pop();
+            continue;
+        }
+        stack.push((node, idx + 1));
+        let child = &children[idx];
+        if child == own {
+            let mut cycle: Vec<ReleaseKey> = path.iter().map(|k| (*k).clone()).collect();
+            cycle.push(own.clone());
+            return Some(cycle);
+        }
+        if visited.insert(child) {
+            path.push(child);
+            stack.push((child, 0));
+        }
+    }
+    None
+}
+
+/// The verdict on a dependency report: a stall for a cycle, else the first blocker in order.
+pub fn evaluate(
+    own: &ReleaseKey,
+    refs: &[ReleaseKey],
+    report: &DependencyReport,
+) -> Result<(), Failure> {
+    if let Some(cycle) = find_cycle(own, refs, report) {
+        let path: Vec<String> = cycle.iter().map(ReleaseKey::display).collect();
+        return Err(Failure::stalled(
+            reasons::DEPENDENCIES_NOT_READY,
+            format!("dependency cycle detected: {}", path.join(" -> ")),
+        ));
+    }
+    for r in refs {
+        let ready = report
+            .releases
+            .iter()
+            .find(|s| &s.key == r)
+            .is_some_and(|s| s.ready == "True" && s.observed_generation == s.generation);
+        if !ready {
+            return Err(Failure::soft(
+                reasons::DEPENDENCIES_NOT_READY,
+                format!("waiting for dependency {}", r.display()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,126 @@
+use super::*;
+use crate::input::ReleaseSnapshot;
+use crate::outcome::FailureClass;
+
+fn key(ns: &str, name: &str) -> ReleaseKey {
+    ReleaseKey {
+        kind: Kind::ModuleRelease,
+        namespace: ns.into(),
+        name: name.into(),
+    }
+}
+
+fn snap(
+    k: ReleaseKey,
+    gen_: i64,
+    observed: i64,
+    ready: &str,
+    deps: Vec<ReleaseKey>,
+) -> ReleaseSnapshot {
+    ReleaseSnapshot {
+        key: k,
+        generation: gen_,
+        observed_generation: observed,
+        ready: ready.into(),
+        depends_on: deps,
+    }
+}
+
+#[test]
+fn resolve_fills_defaults_and_rejects_unknown_kinds() {
+    let own = key("demo", "app");
+    let refs = vec![
+        DependencyRef {
+            name: "db".into(),
+            namespace: String::new(),
+            kind: String::new(),
+        },
+        DependencyRef {
+            name: "net".into(),
+            namespace: "infra".into(),
+            kind: "Release".into(),
+        },
+    ];
+    let got = resolve(&own, &refs).unwrap();
+    assert_eq!(got[0], key("demo", "db"));
+    assert_eq!(
+        got[1],
+        ReleaseKey {
+            kind: Kind::Release,
+            namespace: "infra".into(),
+            name: "net".into()
+        }
+    );
+    let bad = vec![DependencyRef {
+        name: "x".into(),
+        namespace: String::new(),
+        kind: "Helm".into(),
+    }];
+    assert_eq!(
+        resolve(&own, &bad).unwrap_err().class,
+        FailureClass::Stalled
+    );
+}
+
+#[test]
+fn precheck_self_and_cross_namespace() {
+    let own = key("demo", "app");
+    let err = precheck(&own, std::slice::from_ref(&own), true).unwrap_err();
+    assert_eq!(err.message, "release demo/app depends on itself");
+    let err = precheck(&own, &[key("infra", "db")], false).unwrap_err();
+    assert_eq!(err.reason, reasons::CROSS_NAMESPACE_REF_DENIED);
+    assert!(precheck(&own, &[key("infra", "db")], true).is_ok());
+}
+
+#[test]
+fn cycles_through_self_are_found() {
+    let a = key("demo", "a");
+    let b = key("demo", "b");
+    let c = key("demo", "c");
+    let report = DependencyReport {
+        releases: vec![
+            snap(b.clone(), 1, 1, "True", vec![c.clone()]),
+            snap(c.clone(), 1, 1, "True", vec![a.clone()]),
+        ],
+    };
+    let err = evaluate(&a, std::slice::from_ref(&b), &report).unwrap_err();
+    assert_eq!(err.class, FailureClass::Stalled);
+    assert_eq!(
+        err.message,
+        "dependency cycle detected: demo/a -> demo/b -> demo/c -> demo/a"
+    );
+    // A cycle not through us is not our stall: b waits on its own.
+    let report = DependencyReport {
+        releases: vec![
+            snap(b.clone(), 1, 1, "False", vec![c.clone()]),
+            snap(c.clone(), 1, 1, "False", vec![b.clone()]),
+        ],
+    };
+    let err = evaluate(&a, &[b], &report).unwrap_err();
+    assert_eq!(err.class, FailureClass::SoftBlocked);
+}
+
+#[test]
+fn first_blocker_in_order_is_named() {
+    let a = key("demo", "a");
+    let ready = key("demo", "ready");
+    let stale = key("demo", "stale");
+    let missing = key("demo", "missing");
+    let report = DependencyReport {
+        releases: vec![
+            snap(ready.clone(), 2, 2, "True", vec![]),
+            snap(stale.clone(), 3, 2, "True", vec![]),
+        ],
+    };
+    let err = evaluate(
+        &a,
+        &[ready.clone(), stale.clone(), missing.clone()],
+        &report,
+    )
+    .unwrap_err();
+    assert_eq!(err.message, "waiting for dependency demo/stale");
+    assert_eq!(err.class, FailureClass::SoftBlocked);
+    let err = evaluate(&a, &[ready.clone(), missing], &report).unwrap_err();
+    assert_eq!(err.message, "waiting for dependency demo/missing");
+    assert!(evaluate(&a, &[ready], &report).is_ok());
+}

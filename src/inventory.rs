@@ -1,0 +1,88 @@
+//! Inventory and the stale set (SPEC §8).
+
+use crate::api::{Inventory, InventoryEntry};
+use crate::digest;
+use crate::object::DesiredObject;
+
+/// Entries for the objects about to be applied, in digest order.
+pub fn entries_for(objects: &[DesiredObject]) -> Vec<InventoryEntry> {
+    let mut entries: Vec<InventoryEntry> =
+        objects.iter().map(DesiredObject::inventory_entry).collect();
+    entries.sort_by(|a, b| {
+        (&a.group, &a.kind, &a.namespace, &a.name, &a.component, &a.v).cmp(&(
+            &b.group,
+            &b.kind,
+            &b.namespace,
+            &b.name,
+            &b.component,
+            &b.v,
+        ))
+    });
+    entries
+}
+
+fn identity(e: &InventoryEntry) -> (&str, &str, &str, &str) {
+    (&e.group, &e.kind, &e.namespace, &e.name)
+}
+
+/// Previous entries whose (group, kind, namespace, name) is not in `current`: an API-version
+/// change or a component rename is not stale.
+pub fn stale(previous: &[InventoryEntry], current: &[InventoryEntry]) -> Vec<InventoryEntry> {
+    previous
+        .iter()
+        .filter(|p| !current.iter().any(|c| identity(c) == identity(p)))
+        .cloned()
+        .collect()
+}
+
+/// The inventory recorded after full success: revision + 1, digest, count, entries.
+pub fn next(previous: Option<&Inventory>, entries: Vec<InventoryEntry>) -> Inventory {
+    let revision = previous.map_or(0, |p| p.revision) + 1;
+    Inventory {
+        revision,
+        digest: digest::inventory(&entries),
+        count: entries.len() as i64,
+        entries,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(kind: &str, name: &str, v: &str, component: &str) -> InventoryEntry {
+        InventoryEntry {
+            group: String::new(),
+            kind: kind.into(),
+            namespace: "demo".into(),
+            name: name.into(),
+            v: v.into(),
+            component: component.into(),
+        }
+    }
+
+    #[test]
+    fn version_or_component_change_is_not_stale() {
+        let prev = vec![
+            e("ConfigMap", "a", "v1", "x"),
+            e("Service", "b", "v1", "x"),
+            e("Secret", "c", "v1", "x"),
+        ];
+        let cur = vec![
+            e("ConfigMap", "a", "v2", "x"),
+            e("Service", "b", "v1", "renamed"),
+        ];
+        assert_eq!(stale(&prev, &cur), vec![e("Secret", "c", "v1", "x")]);
+        assert!(stale(&[], &cur).is_empty());
+    }
+
+    #[test]
+    fn next_bumps_revision_and_digest() {
+        let first = next(None, vec![e("ConfigMap", "a", "v1", "x")]);
+        assert_eq!((first.revision, first.count), (1, 1));
+        assert_eq!(first.digest, digest::inventory(&first.entries));
+        let second = next(Some(&first), vec![]);
+        assert_eq!((second.revision, second.count), (2, 0));
+        assert_eq!(second.digest, digest::EMPTY_DIGEST);
+    }
+}

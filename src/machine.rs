@@ -1,0 +1,228 @@
+//! The attempt state machine: the only place SPEC §3's order lives.
+//!
+//! `Attempt` holds a private [`Phase`] (what it is waiting for) and the facts gathered so far.
+//! Each input is checked against the phase, then consumed in one `match (phase, input)`.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::config::Config;
+use crate::effect::{Effect, Metric};
+use crate::input::{Input, InputError, InputKind};
+use crate::object::ReleaseKey;
+use crate::outcome::{Failure, Outcome, reasons};
+
+mod ctx;
+mod deleting;
+mod exit;
+mod flow;
+
+use ctx::Ctx;
+
+/// One reconcile attempt. See the crate docs for the drain rule; in short: feed one input,
+/// execute the whole batch it returns, then feed the result of that batch's awaited effect,
+/// and nothing else, until a batch ends in `Done`.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    cfg: Config,
+    phase: Phase,
+    start: Timestamp,
+    now: Timestamp,
+    deadline: Timestamp,
+    ctx: Ctx,
+    out: Vec<Effect>,
+}
+
+/// What the attempt waits for. Consumed by value on every input.
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    AddingFinalizer,
+    CheckingDependencies { refs: Vec<ReleaseKey> },
+    ResolvingSource,
+    FetchingArtifact,
+    Rendering,
+    CheckingServiceAccount,
+    CheckingDrift,
+    Applying,
+    InspectingStale,
+    Pruning,
+    PatchingStatus { after: After },
+    RemovingFinalizer,
+    Finished,
+}
+
+/// What follows a successful status patch.
+#[derive(Debug, Clone, PartialEq)]
+enum After {
+    Done(DoneInfo),
+    RemoveFinalizer,
+}
+
+/// The terminal batch: metrics, then `Done`.
+#[derive(Debug, Clone, PartialEq)]
+struct DoneInfo {
+    outcome: Outcome,
+    reason: &'static str,
+    requeue: Option<Duration>,
+    metrics: Vec<Metric>,
+}
+
+impl Phase {
+    /// The input name that answers this phase; `None` once finished.
+    fn awaits(&self) -> Option<&'static str> {
+        Some(match self {
+            Phase::AddingFinalizer => "finalizerAdded",
+            Phase::CheckingDependencies { .. } => "dependenciesChecked",
+            Phase::ResolvingSource => "sourceResolved",
+            Phase::FetchingArtifact => "artifactFetched",
+            Phase::Rendering => "rendered",
+            Phase::CheckingServiceAccount => "serviceAccountChecked",
+            Phase::CheckingDrift => "driftChecked",
+            Phase::Applying => "applied",
+            Phase::InspectingStale => "staleInspected",
+            Phase::Pruning => "pruned",
+            Phase::PatchingStatus { .. } => "statusPatched",
+            Phase::RemovingFinalizer => "finalizerRemoved",
+            Phase::Finished => return None,
+        })
+    }
+
+    /// Finishing phases are never cut short by the deadline.
+    fn can_time_out(&self) -> bool {
+        !matches!(
+            self,
+            Phase::PatchingStatus { .. } | Phase::RemovingFinalizer | Phase::Finished
+        )
+    }
+}
+
+/// `ts + d`, saturating at the end of time.
+pub(crate) fn add(ts: Timestamp, d: Duration) -> Timestamp {
+    ts.saturating_add(d).unwrap_or(Timestamp::MAX)
+}
+
+impl Attempt {
+    /// Starts an attempt from an `Observed` input and returns the first batch. Any other
+    /// input gives a finished attempt whose batch is a lone `Done` (reason `InvalidInput`,
+    /// no requeue): the caller broke the protocol and nothing was decided.
+    pub fn start(cfg: &Config, input: Input) -> (Attempt, Vec<Effect>) {
+        let mut a = Attempt {
+            cfg: cfg.clone(),
+            phase: Phase::Finished,
+            start: input.now,
+            now: input.now,
+            deadline: input.now,
+            ctx: Ctx::default(),
+            out: Vec::new(),
+        };
+        match input.kind {
+            InputKind::Observed { key, object } => a.begin(key, object),
+            _ => a.out.push(Effect::Done {
+                outcome: Outcome::FailedTransient,
+                reason: "InvalidInput".to_string(),
+                requeue_after: None,
+            }),
+        }
+        let batch = std::mem::take(&mut a.out);
+        (a, batch)
+    }
+
+    /// Feeds the result of the awaited effect and returns the next batch. A result that does
+    /// not answer the awaited effect is refused and changes nothing.
+    #[must_use = "the returned effects must be executed"]
+    pub fn step(&mut self, input: Input) -> Result<Vec<Effect>, InputError> {
+        let expected = self.phase.awaits().ok_or(InputError::Finished)?;
+        let got = input.kind.name();
+        if got != expected {
+            return Err(InputError::Unexpected { expected, got });
+        }
+        // Time never runs backwards inside an attempt.
+        self.now = self.now.max(input.now);
+        let phase = std::mem::replace(&mut self.phase, Phase::Finished);
+        if self.now >= self.deadline && phase.can_time_out() {
+            self.timed_out();
+        } else {
+            self.dispatch(phase, input.kind);
+        }
+        let batch = std::mem::take(&mut self.out);
+        debug_assert!(batch_shape_ok(&batch), "bad batch: {batch:?}");
+        Ok(batch)
+    }
+
+    /// The instant after which any input ends the attempt as `ReconcileTimeout`
+    /// (start + `spec.timeout`). The interpreter bounds each awaited effect by it.
+    pub fn deadline(&self) -> Timestamp {
+        self.deadline
+    }
+
+    /// True once the attempt has produced `Done`.
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Finished
+    }
+
+    /// Whether `input` answers the awaited effect (cheap routing, no mutation).
+    pub fn accepts(&self, input: &Input) -> bool {
+        self.phase.awaits() == Some(input.kind.name())
+    }
+
+    fn dispatch(&mut self, phase: Phase, input: InputKind) {
+        use InputKind as I;
+        match (phase, input) {
+            (Phase::AddingFinalizer, I::FinalizerAdded { result }) => {
+                self.on_finalizer_added(result)
+            }
+            (Phase::CheckingDependencies { refs }, I::DependenciesChecked { result }) => {
+                self.on_dependencies(refs, result)
+            }
+            (Phase::ResolvingSource, I::SourceResolved { result }) => self.on_source(result),
+            (Phase::FetchingArtifact, I::ArtifactFetched { result }) => self.on_fetch(result),
+            (Phase::Rendering, I::Rendered { result }) => self.on_render(result),
+            (Phase::CheckingServiceAccount, I::ServiceAccountChecked { result }) => {
+                if self.ctx.deleting {
+                    self.on_deletion_service_account(result)
+                } else {
+                    self.on_service_account(result)
+                }
+            }
+            (Phase::CheckingDrift, I::DriftChecked { report }) => self.on_drift(report),
+            (Phase::Applying, I::Applied { report }) => self.on_apply(report),
+            (Phase::InspectingStale, I::StaleInspected { objects }) => self.on_inspect(objects),
+            (Phase::Pruning, I::Pruned { results }) => self.on_prune(results),
+            (Phase::PatchingStatus { after }, I::StatusPatched { result }) => {
+                self.on_status_patched(after, result)
+            }
+            (Phase::RemovingFinalizer, I::FinalizerRemoved { result }) => {
+                self.on_finalizer_removed(result)
+            }
+            // `step` matched the input name against the phase, so this arm is never taken;
+            // restoring the phase keeps the machine usable if that check ever changes.
+            (phase, _) => self.phase = phase,
+        }
+    }
+
+    fn timed_out(&mut self) {
+        let msg = format!(
+            "reconcile attempt exceeded timeout of {}",
+            crate::duration::format(self.ctx.timeout)
+        );
+        self.fail(Failure::transient(reasons::RECONCILE_TIMEOUT, msg));
+    }
+
+    fn elapsed(&self) -> Duration {
+        Duration::try_from(self.now.duration_since(self.start)).unwrap_or(Duration::ZERO)
+    }
+}
+
+/// Zero or more fire-and-forget effects, then exactly one awaited effect or `Done`, last.
+pub fn batch_shape_ok(batch: &[Effect]) -> bool {
+    match batch.split_last() {
+        None => false,
+        Some((last, rest)) => {
+            (last.is_awaited() || matches!(last, Effect::Done { .. }))
+                && rest
+                    .iter()
+                    .all(|e| !e.is_awaited() && !matches!(e, Effect::Done { .. }))
+        }
+    }
+}

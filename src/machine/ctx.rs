@@ -1,0 +1,167 @@
+//! Facts an attempt gathers: the observed release, then digests, objects and results.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::api::{
+    InventoryEntry, ModuleRef, ReleaseCommon, ReleaseStatus, SourceRef, SourceStatus,
+};
+use crate::backoff::{DEFAULT_INTERVAL, DEFAULT_TIMEOUT, MIN_INTERVAL};
+use crate::conditions::Conditions;
+use crate::constants::{FINALIZER, ORPHAN_ANNOTATION, REQUESTED_AT_ANNOTATION};
+use crate::effect::{Deletion, Impersonation};
+use crate::object::{DesiredObject, ReleaseKey, ReleaseObject, ResourceId};
+use crate::prune::PruneFailure;
+use crate::status::Activity;
+
+/// Where the configuration comes from: the only per-kind difference.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum SourceSpec {
+    Module {
+        module: ModuleRef,
+        values: Option<Value>,
+    },
+    Package {
+        source_ref: SourceRef,
+        path: String,
+    },
+}
+
+impl Default for SourceSpec {
+    fn default() -> Self {
+        SourceSpec::Module {
+            module: ModuleRef::default(),
+            values: None,
+        }
+    }
+}
+
+/// Digests known so far (empty = unknown).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(super) struct Digests {
+    pub source: String,
+    pub config: String,
+    pub render: String,
+    pub inventory: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(super) struct Ctx {
+    pub key: ReleaseKey,
+    pub generation: i64,
+    pub common: ReleaseCommon,
+    pub spec: SourceSpec,
+    pub persisted: ReleaseStatus,
+    pub has_finalizer: bool,
+    pub deleting: bool,
+    pub requested_at: Option<String>,
+    pub orphan_annotation: Option<String>,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub uuid: String,
+    pub service_account: Option<String>,
+    pub identity: Option<Impersonation>,
+    pub conds: Conditions,
+    pub step: &'static str,
+    pub digests: Digests,
+    pub source_status: Option<SourceStatus>,
+    pub artifact_url: String,
+    pub desired: Vec<DesiredObject>,
+    pub entries: Vec<InventoryEntry>,
+    pub stale: Vec<InventoryEntry>,
+    pub apply_ok: Activity,
+    pub prune_ok: Activity,
+    pub drift_ok: Activity,
+    pub counts: (u64, u64, u64),
+    pub prune_ran: bool,
+    pub prune_targets: Vec<ResourceId>,
+    pub deletions: Vec<Deletion>,
+    pub prune_failures: Vec<PruneFailure>,
+    pub pruned: u64,
+}
+
+fn parse_or(s: Option<&str>, default: Duration) -> Duration {
+    match s.map(crate::duration::parse) {
+        Some(Ok(d)) if !d.is_zero() => d,
+        // Unparseable or zero durations fall back to the default rather than stopping the
+        // release; the CRD documents the format.
+        _ => default,
+    }
+}
+
+impl Ctx {
+    pub fn from_object(key: ReleaseKey, obj: &ReleaseObject) -> Self {
+        let meta = obj.meta();
+        let common = obj.common().clone();
+        let spec = match obj {
+            ReleaseObject::ModuleRelease(m) => SourceSpec::Module {
+                module: m.spec.module.clone(),
+                values: m.spec.values.clone(),
+            },
+            ReleaseObject::Release(r) => SourceSpec::Package {
+                source_ref: r.spec.source_ref.clone(),
+                path: r.spec.path.clone(),
+            },
+        };
+        let persisted = obj.status().cloned().unwrap_or_default();
+        let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).cloned();
+        let interval = parse_or(common.interval.as_deref(), DEFAULT_INTERVAL).max(MIN_INTERVAL);
+        let timeout = parse_or(common.timeout.as_deref(), DEFAULT_TIMEOUT);
+        let uuid = crate::render_value::release_uuid(key.kind, &key.namespace, &key.name);
+        Ctx {
+            generation: meta.generation.unwrap_or(0),
+            has_finalizer: meta
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|x| x == FINALIZER)),
+            deleting: meta.deletion_timestamp.is_some(),
+            requested_at: annotation(REQUESTED_AT_ANNOTATION),
+            orphan_annotation: annotation(ORPHAN_ANNOTATION),
+            conds: Conditions::from_persisted(&persisted.conditions),
+            persisted,
+            interval,
+            timeout,
+            uuid,
+            common,
+            spec,
+            key,
+            ..Ctx::default()
+        }
+    }
+
+    pub fn drift_mode(&self) -> crate::api::DriftMode {
+        self.common
+            .drift_detection
+            .as_ref()
+            .map(|d| d.mode)
+            .unwrap_or_default()
+    }
+
+    pub fn force_conflicts(&self) -> bool {
+        self.common
+            .rollout
+            .as_ref()
+            .is_some_and(|r| r.force_conflicts)
+    }
+
+    pub fn persisted_entries(&self) -> &[InventoryEntry] {
+        self.persisted
+            .inventory
+            .as_ref()
+            .map_or(&[], |i| i.entries.as_slice())
+    }
+
+    /// All four last-applied digests non-empty and equal to the current ones (SPEC §7).
+    pub fn digests_unchanged(&self) -> bool {
+        let p = &self.persisted;
+        let inv = p.inventory.as_ref().map_or("", |i| i.digest.as_str());
+        let pairs = [
+            (p.last_applied_source_digest.as_str(), &self.digests.source),
+            (p.last_applied_config_digest.as_str(), &self.digests.config),
+            (p.last_applied_render_digest.as_str(), &self.digests.render),
+            (inv, &self.digests.inventory),
+        ];
+        pairs.iter().all(|(old, new)| !old.is_empty() && old == new)
+    }
+}

@@ -1,0 +1,83 @@
+//! The deletion path (SPEC §12).
+
+use crate::constants::FINALIZER;
+use crate::deletion::{self, Plan};
+use crate::effect::{Effect, EventType};
+use crate::input::ApiError;
+use crate::outcome::{Failure, Outcome, reasons};
+
+use super::{After, Attempt, Phase};
+
+impl Attempt {
+    pub(super) fn deletion_start(&mut self) {
+        self.ctx.step = "deletion";
+        let count = self.ctx.persisted_entries().len();
+        match deletion::plan(
+            self.ctx.common.prune,
+            count,
+            self.ctx.service_account.as_deref(),
+        ) {
+            Plan::RemoveFinalizer => self.remove_finalizer(),
+            Plan::CheckServiceAccount(sa) => {
+                self.phase = Phase::CheckingServiceAccount;
+                self.out.push(Effect::CheckServiceAccount {
+                    namespace: self.ctx.key.namespace.clone(),
+                    name: sa,
+                });
+            }
+            Plan::Prune => self.prune_everything(),
+        }
+    }
+
+    fn prune_everything(&mut self) {
+        let all = self.ctx.persisted_entries().to_vec();
+        self.start_prune(&all);
+    }
+
+    pub(super) fn on_deletion_service_account(&mut self, result: Result<bool, ApiError>) {
+        let sa = self.ctx.service_account.clone().unwrap_or_default();
+        let ns = self.ctx.key.namespace.clone();
+        let count = self.ctx.persisted_entries().len();
+        match result {
+            Ok(true) => self.prune_everything(),
+            Ok(false) if deletion::orphan_requested(self.ctx.orphan_annotation.as_deref()) => {
+                let note = deletion::orphaned_message(count, &sa);
+                self.event(EventType::Warning, reasons::ORPHANED_ON_DELETION, &note);
+                let mut s = self.ctx.persisted.clone();
+                s.inventory = None;
+                self.commit(s, After::RemoveFinalizer);
+            }
+            Ok(false) => self.fail(Failure::stalled(
+                reasons::DELETION_SA_MISSING,
+                deletion::sa_missing_message(&ns, &sa, count),
+            )),
+            Err(e) => self.fail(Failure::transient(
+                reasons::IMPERSONATION_FAILED,
+                format!("reading ServiceAccount {ns}/{sa} failed: {e}"),
+            )),
+        }
+    }
+
+    /// Everything owned is gone: say so and let the object go.
+    pub(super) fn deletion_done(&mut self) {
+        if self.ctx.pruned > 0 {
+            let note = format!("Pruned {} stale resources", self.ctx.pruned);
+            self.event(EventType::Normal, reasons::PRUNED, &note);
+        }
+        self.remove_finalizer();
+    }
+
+    pub(super) fn remove_finalizer(&mut self) {
+        self.phase = Phase::RemovingFinalizer;
+        self.out.push(Effect::RemoveFinalizer {
+            finalizer: FINALIZER.to_string(),
+        });
+    }
+
+    pub(super) fn on_finalizer_removed(&mut self, result: Result<(), ApiError>) {
+        match result {
+            Ok(()) => self.done_now(Outcome::NoOp, reasons::DELETED, None),
+            Err(e) => self.finalizer_failed(&e),
+        }
+    }
+}

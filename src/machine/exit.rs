@@ -1,0 +1,390 @@
+//! Every way an attempt ends (SPEC §4, §10, §11, §13): conditions, events, the status to
+//! commit, metrics and `Done`.
+
+use std::time::Duration;
+
+use crate::api::{HistoryEntry, ReleaseStatus};
+use crate::backoff::compute_backoff;
+use crate::conditions::{FALSE, TRUE, k8s_time};
+use crate::constants::conditions as ct;
+use crate::effect::{Effect, Event, EventType, Metric};
+use crate::input::ApiError;
+use crate::inventory;
+use crate::outcome::{Failure, FailureClass, Outcome, action_for, reasons};
+use crate::status::{self, is_empty_patch, merge_patch};
+
+use super::{After, Attempt, DoneInfo, Phase, add};
+
+impl Attempt {
+    pub(super) fn event(&mut self, event_type: EventType, reason: &str, note: &str) {
+        self.out.push(Effect::EmitEvent {
+            event: Event {
+                event_type,
+                reason: reason.to_string(),
+                action: action_for(reason).to_string(),
+                note: note.to_string(),
+            },
+        });
+    }
+
+    /// Ends the attempt at once: metrics (none here) and `Done`.
+    pub(super) fn done_now(
+        &mut self,
+        outcome: Outcome,
+        reason: &'static str,
+        requeue: Option<Duration>,
+    ) {
+        self.emit_done(DoneInfo {
+            outcome,
+            reason,
+            requeue,
+            metrics: Vec::new(),
+        });
+    }
+
+    fn emit_done(&mut self, d: DoneInfo) {
+        for metric in d.metrics {
+            self.out.push(Effect::RecordMetric { metric });
+        }
+        self.out.push(Effect::Done {
+            outcome: d.outcome,
+            reason: d.reason.to_string(),
+            requeue_after: d.requeue,
+        });
+        self.phase = Phase::Finished;
+    }
+
+    fn reconcile_metric(&self, outcome: Outcome) -> Metric {
+        Metric::Reconcile {
+            outcome,
+            duration: self.elapsed(),
+        }
+    }
+
+    /// The status every commit shares: observed generation, finalised conditions, the
+    /// on-demand token.
+    fn base_status(&self) -> ReleaseStatus {
+        let mut s = self.ctx.persisted.clone();
+        s.observed_generation = self.ctx.generation;
+        s.conditions = self.ctx.conds.finalize(
+            &self.ctx.persisted.conditions,
+            self.now,
+            self.ctx.generation,
+        );
+        if let Some(t) = &self.ctx.requested_at {
+            s.last_handled_reconcile_at = t.clone();
+        }
+        s
+    }
+
+    fn record_attempt(&self, s: &mut ReleaseStatus) {
+        let d = &self.ctx.digests;
+        s.release_uuid = self.ctx.uuid.clone();
+        if let Some(src) = &self.ctx.source_status {
+            s.source = Some(src.clone());
+        }
+        s.last_attempted_action = "reconcile".to_string();
+        s.last_attempted_at = Some(k8s_time(self.start));
+        s.last_attempted_duration = crate::duration::format(self.elapsed());
+        s.last_attempted_source_digest = d.source.clone();
+        s.last_attempted_config_digest = d.config.clone();
+        s.last_attempted_render_digest = d.render.clone();
+    }
+
+    fn history(&self, phase: &str, message: &str, with_inventory: bool) -> HistoryEntry {
+        let d = &self.ctx.digests;
+        HistoryEntry {
+            sequence: 0,
+            action: "reconcile".to_string(),
+            phase: phase.to_string(),
+            started_at: Some(k8s_time(self.start)),
+            finished_at: Some(k8s_time(self.now)),
+            source_digest: d.source.clone(),
+            config_digest: d.config.clone(),
+            render_digest: d.render.clone(),
+            inventory_digest: if with_inventory {
+                d.inventory.clone()
+            } else {
+                String::new()
+            },
+            inventory_count: if with_inventory {
+                self.ctx.entries.len() as i64
+            } else {
+                0
+            },
+            message: message.to_string(),
+        }
+    }
+
+    /// A failed exit of SPEC §4.
+    pub(super) fn fail(&mut self, f: Failure) {
+        let c = &mut self.ctx.conds;
+        c.set(ct::READY, FALSE, f.reason, &f.message);
+        match f.class {
+            FailureClass::Stalled => {
+                c.set(ct::STALLED, TRUE, f.reason, &f.message);
+                c.remove(ct::RECONCILING);
+            }
+            FailureClass::Transient | FailureClass::SoftBlocked => c.remove(ct::STALLED),
+        }
+        let shown_message = c
+            .get(ct::READY)
+            .map(|r| r.message.clone())
+            .unwrap_or_default();
+        match f.class {
+            FailureClass::SoftBlocked => self.event(EventType::Normal, f.reason, &f.message),
+            _ => {
+                // No event storms: a Warning already shown by the persisted Ready is not repeated.
+                let already = self.ctx.persisted.conditions.iter().any(|p| {
+                    p.type_ == ct::READY
+                        && p.status == FALSE
+                        && p.reason == f.reason
+                        && p.message == shown_message
+                });
+                if !already {
+                    self.event(EventType::Warning, f.reason, &f.message);
+                }
+            }
+        }
+        let mut s = self.base_status();
+        let mut failures = s.failure_counters.reconcile;
+        if f.class != FailureClass::SoftBlocked {
+            status::update_counters(
+                &mut s.failure_counters,
+                Some(false),
+                self.ctx.apply_ok,
+                self.ctx.prune_ok,
+                self.ctx.drift_ok,
+            );
+            failures = s.failure_counters.reconcile;
+            self.record_attempt(&mut s);
+            let entry = self.history(self.ctx.step, &f.message, false);
+            status::push_history(&mut s.history, entry);
+        } else if let Some(src) = &self.ctx.source_status {
+            s.source = Some(src.clone());
+        }
+        let requeue = f.requeue(failures, self.cfg.requeue_dependency);
+        s.next_retry_at = Some(k8s_time(add(self.now, requeue)));
+        let outcome = f.outcome();
+        let metrics = vec![self.reconcile_metric(outcome)];
+        self.commit(
+            s,
+            After::Done(DoneInfo {
+                outcome,
+                reason: f.reason,
+                requeue: Some(requeue),
+                metrics,
+            }),
+        );
+    }
+
+    /// SPEC §3 step 17: applied (and maybe pruned).
+    pub(super) fn success(&mut self, outcome: Outcome) {
+        let c = &mut self.ctx.conds;
+        c.set(
+            ct::READY,
+            TRUE,
+            reasons::SUCCEEDED,
+            "Reconciliation succeeded",
+        );
+        for t in [ct::RECONCILING, ct::STALLED, ct::DRIFTED] {
+            c.remove(t);
+        }
+        let (created, updated, unchanged) = self.ctx.counts;
+        let total = created + updated + unchanged;
+        self.event(
+            EventType::Normal,
+            reasons::APPLIED,
+            &format!(
+                "Applied {total} resources ({created} created, {updated} updated, {unchanged} unchanged)"
+            ),
+        );
+        if outcome == Outcome::AppliedAndPruned && self.ctx.pruned > 0 {
+            let note = format!("Pruned {} stale resources", self.ctx.pruned);
+            self.event(EventType::Normal, reasons::PRUNED, &note);
+        }
+        self.event(
+            EventType::Normal,
+            reasons::SUCCEEDED,
+            "Reconciliation succeeded",
+        );
+
+        let mut s = self.base_status();
+        status::update_counters(
+            &mut s.failure_counters,
+            Some(true),
+            self.ctx.apply_ok,
+            self.ctx.prune_ok,
+            self.ctx.drift_ok,
+        );
+        self.record_attempt(&mut s);
+        let d = &self.ctx.digests;
+        s.last_applied_at = Some(k8s_time(self.now));
+        s.last_applied_source_digest = d.source.clone();
+        s.last_applied_config_digest = d.config.clone();
+        s.last_applied_render_digest = d.render.clone();
+        s.inventory = Some(inventory::next(
+            self.ctx.persisted.inventory.as_ref(),
+            self.ctx.entries.clone(),
+        ));
+        let entry = self.history("complete", "", true);
+        status::push_history(&mut s.history, entry);
+        s.next_retry_at = None;
+
+        let mut metrics = vec![
+            self.reconcile_metric(outcome),
+            Metric::ApplyResources {
+                created,
+                updated,
+                unchanged,
+            },
+        ];
+        if self.ctx.prune_ran {
+            metrics.push(Metric::PruneResources {
+                count: self.ctx.pruned,
+            });
+        }
+        metrics.push(Metric::InventorySize {
+            count: self.ctx.entries.len() as u64,
+        });
+        let requeue = Some(self.ctx.interval);
+        self.commit(
+            s,
+            After::Done(DoneInfo {
+                outcome,
+                reason: if outcome == Outcome::Applied {
+                    reasons::APPLIED
+                } else {
+                    reasons::PRUNED
+                },
+                requeue,
+                metrics,
+            }),
+        );
+    }
+
+    /// SPEC §3 step 14 and §10's NoOp commit: conditions, observedGeneration, counters
+    /// `reconcile`/`drift`, `nextRetryAt` cleared. Nothing else.
+    pub(super) fn noop_exit(&mut self) {
+        let c = &mut self.ctx.conds;
+        c.set(
+            ct::READY,
+            TRUE,
+            reasons::SUCCEEDED,
+            "Reconciliation succeeded",
+        );
+        c.remove(ct::RECONCILING);
+        c.remove(ct::STALLED);
+        self.event(EventType::Normal, reasons::NO_OP, "No changes detected");
+        let mut s = self.base_status();
+        status::update_counters(
+            &mut s.failure_counters,
+            Some(true),
+            None,
+            None,
+            self.ctx.drift_ok,
+        );
+        s.next_retry_at = None;
+        let metrics = vec![self.reconcile_metric(Outcome::NoOp)];
+        let requeue = Some(self.ctx.interval);
+        self.commit(
+            s,
+            After::Done(DoneInfo {
+                outcome: Outcome::NoOp,
+                reason: reasons::NO_OP,
+                requeue,
+                metrics,
+            }),
+        );
+    }
+
+    /// SPEC §13: Ready=False/Suspended, Reconciling and Stalled removed, event on the
+    /// transition only, everything else kept, no requeue.
+    pub(super) fn suspend_exit(&mut self) {
+        let msg = "Reconciliation is suspended";
+        let was = self
+            .ctx
+            .persisted
+            .conditions
+            .iter()
+            .any(|p| p.type_ == ct::READY && p.reason == reasons::SUSPENDED);
+        let c = &mut self.ctx.conds;
+        c.set(ct::READY, FALSE, reasons::SUSPENDED, msg);
+        c.remove(ct::RECONCILING);
+        c.remove(ct::STALLED);
+        if !was {
+            self.event(EventType::Normal, reasons::SUSPENDED, msg);
+        }
+        let mut s = self.ctx.persisted.clone();
+        s.observed_generation = self.ctx.generation;
+        s.conditions = self.ctx.conds.finalize(
+            &self.ctx.persisted.conditions,
+            self.now,
+            self.ctx.generation,
+        );
+        let metrics = vec![self.reconcile_metric(Outcome::NoOp)];
+        self.commit(
+            s,
+            After::Done(DoneInfo {
+                outcome: Outcome::NoOp,
+                reason: reasons::SUSPENDED,
+                requeue: None,
+                metrics,
+            }),
+        );
+    }
+
+    /// A finalizer patch failed: nothing was committed; retry with backoff.
+    pub(super) fn finalizer_failed(&mut self, e: &ApiError) {
+        let note = format!("updating the finalizer failed: {e}");
+        self.event(EventType::Warning, reasons::FINALIZER_FAILED, &note);
+        let n = self.ctx.persisted.failure_counters.reconcile + 1;
+        let metrics = vec![self.reconcile_metric(Outcome::FailedTransient)];
+        self.emit_done(DoneInfo {
+            outcome: Outcome::FailedTransient,
+            reason: reasons::FINALIZER_FAILED,
+            requeue: Some(compute_backoff(n)),
+            metrics,
+        });
+    }
+
+    /// Sends the status as one merge patch, unless it changes nothing.
+    pub(super) fn commit(&mut self, new: ReleaseStatus, after: After) {
+        let old = serde_json::to_value(&self.ctx.persisted).unwrap_or_default();
+        let new_value = serde_json::to_value(&new).unwrap_or_default();
+        let patch = merge_patch(&old, &new_value);
+        if is_empty_patch(&patch) {
+            return self.after_patch(after);
+        }
+        self.out.push(Effect::PatchStatus {
+            patch,
+            status: Box::new(new),
+        });
+        self.phase = Phase::PatchingStatus { after };
+    }
+
+    fn after_patch(&mut self, after: After) {
+        match after {
+            After::Done(d) => self.emit_done(d),
+            After::RemoveFinalizer => self.remove_finalizer(),
+        }
+    }
+
+    pub(super) fn on_status_patched(&mut self, after: After, result: Result<(), ApiError>) {
+        match result {
+            Ok(()) => self.after_patch(after),
+            Err(e) => {
+                let note = format!("writing the status failed: {e}");
+                self.event(EventType::Warning, reasons::STATUS_PATCH_FAILED, &note);
+                let n = self.ctx.persisted.failure_counters.reconcile + 1;
+                let metrics = vec![self.reconcile_metric(Outcome::FailedTransient)];
+                self.emit_done(DoneInfo {
+                    outcome: Outcome::FailedTransient,
+                    reason: reasons::STATUS_PATCH_FAILED,
+                    requeue: Some(compute_backoff(n)),
+                    metrics,
+                });
+            }
+        }
+    }
+}

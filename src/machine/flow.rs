@@ -1,0 +1,498 @@
+//! The reconcile path of SPEC §3: finalizer, suspend, resume, dependencies, source, fetch,
+//! render, digests, impersonation, drift, no-op, apply, prune.
+
+use crate::api::{DriftMode, SourceStatus};
+use crate::conditions::{FALSE, TRUE, UNKNOWN};
+use crate::constants::{FIELD_MANAGER, FINALIZER, conditions as ct};
+use crate::effect::{Effect, EventType, RenderRequest};
+use crate::input::{
+    ApiError, ApplyAction, ApplyReport, DependencyReport, DriftReport, FetchError, FetchedArtifact,
+    LiveObject, ObjectResult, RenderError, RenderOutput, SourceArtifact, SourceError,
+};
+use crate::object::{ReleaseKey, ReleaseObject};
+use crate::outcome::{Failure, Outcome, reasons};
+use crate::render_value::{self, ReleaseIdentity};
+use crate::{deps, digest, drift, impersonation, inventory, prune, source};
+
+use super::ctx::{Ctx, SourceSpec};
+use super::{Attempt, Phase, add};
+
+impl Attempt {
+    pub(super) fn begin(&mut self, key: ReleaseKey, object: Option<Box<ReleaseObject>>) {
+        let Some(obj) = object else {
+            return self.done_now(Outcome::NoOp, reasons::GONE, None);
+        };
+        // The object's own identity wins over the key it was queued under.
+        let mut k = obj.key();
+        if k.name.is_empty() {
+            k = key;
+        }
+        self.ctx = Ctx::from_object(k, &obj);
+        self.deadline = add(self.start, self.ctx.timeout);
+        self.ctx.service_account = impersonation::effective_service_account(
+            self.ctx.common.service_account_name.as_deref(),
+            self.cfg.default_service_account.as_deref(),
+        );
+        self.ctx.identity = self
+            .ctx
+            .service_account
+            .as_deref()
+            .map(|sa| impersonation::impersonation(&self.ctx.key.namespace, sa));
+        if self.ctx.deleting {
+            if !self.ctx.has_finalizer {
+                return self.done_now(Outcome::NoOp, reasons::DELETED, None);
+            }
+            return self.deletion_start();
+        }
+        if !self.ctx.has_finalizer {
+            self.ctx.step = "finalizer";
+            self.phase = Phase::AddingFinalizer;
+            self.out.push(Effect::AddFinalizer {
+                finalizer: FINALIZER.to_string(),
+            });
+            return;
+        }
+        self.after_finalizer();
+    }
+
+    pub(super) fn on_finalizer_added(&mut self, result: Result<(), ApiError>) {
+        match result {
+            Ok(()) => self.after_finalizer(),
+            Err(e) => self.finalizer_failed(&e),
+        }
+    }
+
+    fn after_finalizer(&mut self) {
+        if self.ctx.common.suspend {
+            return self.suspend_exit();
+        }
+        if self
+            .ctx
+            .persisted
+            .conditions
+            .iter()
+            .any(|c| c.type_ == ct::READY && c.reason == reasons::SUSPENDED)
+        {
+            self.event(
+                EventType::Normal,
+                reasons::RESUMED,
+                "Reconciliation resumed",
+            );
+        }
+        if self.ctx.common.depends_on.is_empty() {
+            return self.mark_and_source();
+        }
+        self.ctx.step = "dependencies";
+        let refs = match deps::resolve(&self.ctx.key, &self.ctx.common.depends_on).and_then(|r| {
+            deps::precheck(&self.ctx.key, &r, self.cfg.allow_cross_namespace_refs).map(|()| r)
+        }) {
+            Ok(r) => r,
+            Err(f) => return self.fail(f),
+        };
+        self.out.push(Effect::CheckDependencies {
+            namespace: self.ctx.key.namespace.clone(),
+            refs: refs.clone(),
+        });
+        self.phase = Phase::CheckingDependencies { refs };
+    }
+
+    pub(super) fn on_dependencies(
+        &mut self,
+        refs: Vec<ReleaseKey>,
+        result: Result<DependencyReport, ApiError>,
+    ) {
+        match result {
+            Err(e) => self.fail(Failure::transient(
+                reasons::DEPENDENCIES_NOT_READY,
+                format!("checking dependencies failed: {e}"),
+            )),
+            Ok(report) => match deps::evaluate(&self.ctx.key, &refs, &report) {
+                Err(f) => self.fail(f),
+                Ok(()) => self.mark_and_source(),
+            },
+        }
+    }
+
+    /// SPEC §3 step 7, then step 8.
+    fn mark_and_source(&mut self) {
+        let msg = "Reconciliation in progress";
+        self.ctx
+            .conds
+            .set(ct::RECONCILING, TRUE, reasons::PROGRESSING, msg);
+        self.ctx
+            .conds
+            .set(ct::READY, UNKNOWN, reasons::PROGRESSING, msg);
+        self.ctx.conds.remove(ct::STALLED);
+        self.ctx.step = "source";
+        match self.ctx.spec.clone() {
+            SourceSpec::Module { module, values } => {
+                self.ctx.digests.config = digest::module_config(values.as_ref());
+                if let Err(f) = source::check_module(&module) {
+                    return self.fail(f);
+                }
+                self.ctx.digests.source = digest::module_source(&module.path, &module.version);
+                self.ctx.step = "render";
+                self.phase = Phase::Rendering;
+                self.out.push(Effect::Render {
+                    request: RenderRequest::Module {
+                        path: module.path,
+                        version: module.version,
+                        values,
+                        release_name: self.ctx.key.name.clone(),
+                        release_namespace: self.ctx.key.namespace.clone(),
+                    },
+                });
+            }
+            SourceSpec::Package { source_ref, path } => {
+                self.ctx.digests.config = digest::release_config(&path);
+                match source::locate(
+                    &source_ref,
+                    &self.ctx.key.namespace,
+                    self.cfg.allow_cross_namespace_refs,
+                ) {
+                    Err(f) => self.fail(f),
+                    Ok(locator) => {
+                        self.phase = Phase::ResolvingSource;
+                        self.out.push(Effect::ResolveSource { source: locator });
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_source(&mut self, result: Result<SourceArtifact, SourceError>) {
+        let SourceSpec::Package { source_ref, .. } = &self.ctx.spec else {
+            return;
+        };
+        let locator = match source::locate(
+            source_ref,
+            &self.ctx.key.namespace,
+            self.cfg.allow_cross_namespace_refs,
+        ) {
+            Ok(l) => l,
+            Err(f) => return self.fail(f),
+        };
+        let artifact = match result {
+            Ok(a) => a,
+            Err(e) => return self.fail(source::source_failure(&e, &locator)),
+        };
+        self.ctx.source_status = Some(SourceStatus {
+            ref_: source::locator_ref(&locator),
+            artifact_revision: artifact.revision.clone(),
+            artifact_digest: artifact.digest.clone(),
+            artifact_url: artifact.url.clone(),
+        });
+        self.ctx.step = "fetch";
+        if let Err(f) = source::check_artifact_digest(&artifact.digest) {
+            return self.fail(f);
+        }
+        self.ctx.digests.source = artifact.digest.clone();
+        self.ctx.artifact_url = artifact.url.clone();
+        self.phase = Phase::FetchingArtifact;
+        self.out.push(Effect::FetchArtifact {
+            url: artifact.url,
+            digest: artifact.digest,
+            revision: artifact.revision,
+        });
+    }
+
+    pub(super) fn on_fetch(&mut self, result: Result<FetchedArtifact, FetchError>) {
+        let fetched = match result {
+            Ok(f) => f,
+            Err(e) => return self.fail(source::fetch_failure(&e)),
+        };
+        if fetched.digest != self.ctx.digests.source {
+            let e = FetchError::DigestMismatch {
+                expected: self.ctx.digests.source.clone(),
+                actual: fetched.digest,
+            };
+            return self.fail(source::fetch_failure(&e));
+        }
+        let SourceSpec::Package { path, .. } = &self.ctx.spec else {
+            return;
+        };
+        self.ctx.step = "render";
+        self.phase = Phase::Rendering;
+        self.out.push(Effect::Render {
+            request: RenderRequest::Artifact {
+                artifact_digest: self.ctx.digests.source.clone(),
+                artifact_url: self.ctx.artifact_url.clone(),
+                path: path.clone(),
+            },
+        });
+    }
+
+    pub(super) fn on_render(&mut self, result: Result<RenderOutput, RenderError>) {
+        let module = match &self.ctx.spec {
+            SourceSpec::Module { module, .. } => Some(module.clone()),
+            SourceSpec::Package { .. } => None,
+        };
+        let output = match result {
+            Ok(o) => o,
+            Err(e) => {
+                let f = source::render_failure(&e);
+                if module.is_some() && f.reason == reasons::RESOLUTION_FAILED {
+                    let msg = f.message.clone();
+                    self.ctx
+                        .conds
+                        .set(ct::MODULE_RESOLVED, FALSE, f.reason, &msg);
+                }
+                return self.fail(f);
+            }
+        };
+        let identity = ReleaseIdentity {
+            kind: self.ctx.key.kind,
+            namespace: self.ctx.key.namespace.clone(),
+            name: self.ctx.key.name.clone(),
+            uuid: self.ctx.uuid.clone(),
+        };
+        let objects = match render_value::build(&output.value, &output.cluster_scoped, &identity) {
+            Ok(o) => o,
+            Err(f) => return self.fail(f),
+        };
+        if let Some(m) = module {
+            let msg = format!("module resolved: {}@{}", m.path, m.version);
+            self.ctx
+                .conds
+                .set(ct::MODULE_RESOLVED, TRUE, "Resolved", &msg);
+        }
+        self.ctx.digests.render = digest::render(objects.iter().map(|o| &o.manifest));
+        self.ctx.entries = inventory::entries_for(&objects);
+        self.ctx.digests.inventory = digest::inventory(&self.ctx.entries);
+        self.ctx.stale = inventory::stale(self.ctx.persisted_entries(), &self.ctx.entries);
+        self.ctx.desired = objects;
+        self.ctx.step = "impersonation";
+        match self.ctx.service_account.clone() {
+            Some(sa) => {
+                self.phase = Phase::CheckingServiceAccount;
+                self.out.push(Effect::CheckServiceAccount {
+                    namespace: self.ctx.key.namespace.clone(),
+                    name: sa,
+                });
+            }
+            None => self.drift_step(),
+        }
+    }
+
+    pub(super) fn on_service_account(&mut self, result: Result<bool, ApiError>) {
+        let sa = self.ctx.service_account.clone().unwrap_or_default();
+        let ns = self.ctx.key.namespace.clone();
+        match result {
+            Ok(true) => self.drift_step(),
+            Ok(false) => self.fail(Failure::stalled(
+                reasons::IMPERSONATION_FAILED,
+                format!("ServiceAccount \"{sa}\" not found in namespace \"{ns}\""),
+            )),
+            Err(e) => self.fail(Failure::transient(
+                reasons::IMPERSONATION_FAILED,
+                format!("reading ServiceAccount {ns}/{sa} failed: {e}"),
+            )),
+        }
+    }
+
+    /// SPEC §3 steps 13-14. The check only matters when the digests say "no change": with
+    /// changed digests the apply that follows corrects drift anyway.
+    fn drift_step(&mut self) {
+        self.ctx.step = "drift";
+        if !self.ctx.digests_unchanged() {
+            return self.apply_step();
+        }
+        if self.ctx.drift_mode() == DriftMode::Disabled {
+            return self.noop_exit();
+        }
+        self.phase = Phase::CheckingDrift;
+        self.out.push(Effect::CheckDrift {
+            objects: self.ctx.desired.clone(),
+            field_manager: FIELD_MANAGER.to_string(),
+            identity: self.ctx.identity.clone(),
+        });
+    }
+
+    pub(super) fn on_drift(&mut self, report: DriftReport) {
+        let clean = drift::clean(&report);
+        self.ctx.drift_ok = Some(clean);
+        if let (Some((id, err)), Some(who)) = (drift::forbidden(&report), &self.ctx.identity) {
+            let msg = format!(
+                "drift check of {} forbidden while impersonating {}: {err}",
+                id.display(),
+                who.user
+            );
+            return self.fail(Failure::stalled(reasons::IMPERSONATION_FAILED, msg));
+        }
+        if report.drifted.is_empty() {
+            if clean {
+                self.ctx.conds.remove(ct::DRIFTED);
+            }
+            return self.noop_exit();
+        }
+        let msg = drift::message(&report.drifted);
+        let shown = self
+            .ctx
+            .persisted
+            .conditions
+            .iter()
+            .any(|c| c.type_ == ct::DRIFTED && c.status == TRUE && c.message == msg);
+        self.ctx
+            .conds
+            .set(ct::DRIFTED, TRUE, reasons::DRIFT_DETECTED, &msg);
+        if !shown {
+            self.event(EventType::Warning, reasons::DRIFT_DETECTED, &msg);
+        }
+        if self.ctx.drift_mode() == DriftMode::Correct {
+            self.apply_step();
+        } else {
+            self.noop_exit();
+        }
+    }
+
+    fn apply_step(&mut self) {
+        self.ctx.step = "apply";
+        self.phase = Phase::Applying;
+        self.out.push(Effect::Apply {
+            stages: render_value::stages(&self.ctx.desired),
+            field_manager: FIELD_MANAGER.to_string(),
+            force: self.ctx.force_conflicts(),
+            identity: self.ctx.identity.clone(),
+        });
+    }
+
+    pub(super) fn on_apply(&mut self, report: ApplyReport) {
+        let mut failures = Vec::new();
+        let (mut created, mut updated, mut unchanged) = (0, 0, 0);
+        for o in &report.objects {
+            match &o.result {
+                Ok(ApplyAction::Created) => created += 1,
+                Ok(ApplyAction::Updated) => updated += 1,
+                Ok(ApplyAction::Unchanged) => unchanged += 1,
+                Err(e) => failures.push((&o.id, e)),
+            }
+        }
+        self.ctx.counts = (created, updated, unchanged);
+        let reported = self
+            .ctx
+            .desired
+            .iter()
+            .filter(|d| report.objects.iter().any(|o| o.id == d.id))
+            .count();
+        if failures.is_empty() && reported == self.ctx.desired.len() {
+            self.ctx.apply_ok = Some(true);
+            return self.prune_step();
+        }
+        self.ctx.apply_ok = Some(false);
+        if failures.is_empty() {
+            return self.fail(Failure::transient(
+                reasons::APPLY_FAILED,
+                format!(
+                    "apply reported {reported} of {} objects",
+                    self.ctx.desired.len()
+                ),
+            ));
+        }
+        let described: Vec<String> = failures
+            .iter()
+            .map(|(id, e)| format!("{}: {e}", id.display()))
+            .collect();
+        let detail = described.join("; ");
+        let forbidden = failures
+            .iter()
+            .any(|(_, e)| matches!(e, ApiError::Forbidden { .. }));
+        let f = if let (true, Some(who)) = (forbidden, &self.ctx.identity) {
+            Failure::stalled(
+                reasons::IMPERSONATION_FAILED,
+                format!("apply forbidden while impersonating {}: {detail}", who.user),
+            )
+        } else if failures
+            .iter()
+            .any(|(_, e)| matches!(e, ApiError::Invalid { .. } | ApiError::Conflict { .. }))
+        {
+            Failure::stalled(reasons::APPLY_FAILED, format!("apply failed: {detail}"))
+        } else {
+            Failure::transient(reasons::APPLY_FAILED, format!("apply failed: {detail}"))
+        };
+        self.fail(f);
+    }
+
+    fn prune_step(&mut self) {
+        if !self.ctx.common.prune || self.ctx.stale.is_empty() {
+            return self.success(Outcome::Applied);
+        }
+        let stale = self.ctx.stale.clone();
+        self.start_prune(&stale);
+    }
+
+    /// Prunes `entries` (the stale set, or the whole inventory on deletion).
+    pub(super) fn start_prune(&mut self, entries: &[crate::api::InventoryEntry]) {
+        self.ctx.step = if self.ctx.deleting {
+            "deletion"
+        } else {
+            "prune"
+        };
+        self.ctx.prune_ran = true;
+        let (protected, targets) = prune::plan(entries);
+        if !protected.is_empty() {
+            let names: Vec<String> = protected.iter().map(|p| p.display()).collect();
+            let note = format!(
+                "Skipped pruning {} resource(s) that are never deleted: {}",
+                names.len(),
+                names.join(", ")
+            );
+            self.event(EventType::Warning, reasons::PRUNE_SKIPPED, &note);
+        }
+        if targets.is_empty() {
+            return self.finish_prune();
+        }
+        self.ctx.prune_targets = targets.clone();
+        self.phase = Phase::InspectingStale;
+        self.out.push(Effect::InspectStale {
+            targets,
+            identity: self.ctx.identity.clone(),
+        });
+    }
+
+    pub(super) fn on_inspect(&mut self, objects: Vec<LiveObject>) {
+        let d = prune::decide(&self.ctx.prune_targets, &objects, &self.ctx.uuid);
+        self.ctx.prune_failures = d.failures;
+        if d.deletions.is_empty() {
+            return self.finish_prune();
+        }
+        self.ctx.deletions = d.deletions.clone();
+        self.phase = Phase::Pruning;
+        self.out.push(Effect::Prune {
+            deletions: d.deletions,
+            identity: self.ctx.identity.clone(),
+        });
+    }
+
+    pub(super) fn on_prune(&mut self, results: Vec<ObjectResult>) {
+        let (n, failures) = prune::tally(&self.ctx.deletions, &results);
+        self.ctx.pruned = n;
+        self.ctx.prune_failures.extend(failures);
+        self.finish_prune();
+    }
+
+    fn finish_prune(&mut self) {
+        if self.ctx.prune_failures.is_empty() {
+            self.ctx.prune_ok = Some(true);
+            return if self.ctx.deleting {
+                self.deletion_done()
+            } else {
+                self.success(Outcome::AppliedAndPruned)
+            };
+        }
+        self.ctx.prune_ok = Some(false);
+        let msg = prune::failure_message(&self.ctx.prune_failures);
+        let forbidden = self
+            .ctx
+            .prune_failures
+            .iter()
+            .any(|f| matches!(f.error, ApiError::Forbidden { .. }));
+        let f = match (&self.ctx.identity, forbidden) {
+            (Some(who), true) => Failure::stalled(
+                reasons::IMPERSONATION_FAILED,
+                format!("prune forbidden while impersonating {}: {msg}", who.user),
+            ),
+            _ => Failure::transient(reasons::PRUNE_FAILED, msg),
+        };
+        self.fail(f);
+    }
+}

@@ -1,0 +1,113 @@
+//! Prune decisions and guards (SPEC §9). The interpreter only GETs and DELETEs; whether an
+//! object may be deleted is decided here from what it reported.
+
+use crate::api::InventoryEntry;
+use crate::constants::labels;
+use crate::effect::Deletion;
+use crate::input::{ApiError, LiveObject, ObjectResult};
+use crate::object::ResourceId;
+use crate::render_value::apply_order_key;
+
+/// Namespaces and CRDs are never deleted by prune.
+pub fn is_protected(id: &ResourceId) -> bool {
+    (id.group.is_empty() && id.kind == "Namespace")
+        || (id.group == "apiextensions.k8s.io" && id.kind == "CustomResourceDefinition")
+}
+
+/// Splits stale entries into (protected, targets in reverse apply order).
+pub fn plan(stale: &[InventoryEntry]) -> (Vec<ResourceId>, Vec<ResourceId>) {
+    let mut ids: Vec<ResourceId> = stale.iter().map(ResourceId::from_entry).collect();
+    ids.sort_by(|a, b| apply_order_key(b).cmp(&apply_order_key(a)));
+    ids.into_iter().partition(is_protected)
+}
+
+/// One failed GET or DELETE.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PruneFailure {
+    pub id: ResourceId,
+    pub error: ApiError,
+}
+
+/// What to do after inspecting the live stale objects.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Decision {
+    pub deletions: Vec<Deletion>,
+    /// Present but not ours (other manager, or another release's uuid).
+    pub not_ours: Vec<ResourceId>,
+    pub failures: Vec<PruneFailure>,
+}
+
+/// Applies the guards to each inspected object, keeping the order given. Only targets that
+/// were asked for are considered.
+pub fn decide(targets: &[ResourceId], live: &[LiveObject], our_uuid: &str) -> Decision {
+    let mut d = Decision::default();
+    for target in targets {
+        let Some(obs) = live.iter().find(|l| &l.id == target) else {
+            continue;
+        };
+        match &obs.result {
+            Ok(None) => {}
+            Err(ApiError::NotFound { .. }) => {}
+            Err(e) => d.failures.push(PruneFailure {
+                id: target.clone(),
+                error: e.clone(),
+            }),
+            Ok(Some(meta)) => {
+                let managed = meta
+                    .labels
+                    .get(labels::MANAGED_BY)
+                    .is_some_and(|m| labels::OURS.contains(&m.as_str()));
+                let uuid_ok = meta
+                    .labels
+                    .get(labels::RELEASE_UUID)
+                    .is_none_or(|u| u == our_uuid);
+                if managed && uuid_ok && !meta.uid.is_empty() {
+                    d.deletions.push(Deletion {
+                        id: target.clone(),
+                        uid: meta.uid.clone(),
+                    });
+                } else {
+                    d.not_ours.push(target.clone());
+                }
+            }
+        }
+    }
+    d
+}
+
+/// Counts deletions and collects failures. Gone (404) is fine; a failed UID precondition
+/// (409) means a successor we never checked, so it is left alone.
+pub fn tally(requested: &[Deletion], results: &[ObjectResult]) -> (u64, Vec<PruneFailure>) {
+    let mut deleted = 0;
+    let mut failures = Vec::new();
+    for r in results {
+        if !requested.iter().any(|d| d.id == r.id) {
+            continue;
+        }
+        match &r.result {
+            Ok(()) => deleted += 1,
+            Err(ApiError::NotFound { .. } | ApiError::Conflict { .. }) => {}
+            Err(e) => failures.push(PruneFailure {
+                id: r.id.clone(),
+                error: e.clone(),
+            }),
+        }
+    }
+    (deleted, failures)
+}
+
+/// `PruneFailed` message listing each failure.
+pub fn failure_message(failures: &[PruneFailure]) -> String {
+    let parts: Vec<String> = failures
+        .iter()
+        .map(|f| format!("{}: {}", f.id.display(), f.error))
+        .collect();
+    format!(
+        "prune failed for {} object(s): {}",
+        failures.len(),
+        parts.join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests;

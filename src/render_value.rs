@@ -1,0 +1,267 @@
+//! From the value `cue export` produced to objects ready to apply (SPEC §6, §18, §19):
+//! flatten `components`, check each object, default namespaces, stamp the operator's
+//! labels, and order the apply stages.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::constants::{FIELD_MANAGER, labels};
+use crate::effect::ApplyStage;
+use crate::input::GroupKind;
+use crate::object::{DesiredObject, Kind, ResourceId, split_api_version};
+use crate::outcome::{Failure, reasons};
+
+/// The release the objects belong to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReleaseIdentity {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+    pub uuid: String,
+}
+
+/// Namespace of the release UUIDs: UUIDv5 of `releases.opmodel.dev` in the DNS namespace.
+fn uuid_namespace() -> uuid::Uuid {
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, b"releases.opmodel.dev")
+}
+
+/// UUIDv5 of `<kind>/<namespace>/<name>` (SPEC §6); also `status.releaseUUID`.
+pub fn release_uuid(kind: Kind, namespace: &str, name: &str) -> String {
+    let id = format!("{}/{namespace}/{name}", kind.as_str());
+    uuid::Uuid::new_v5(&uuid_namespace(), id.as_bytes()).to_string()
+}
+
+/// Kinds that are cluster-scoped in every Kubernetes, in addition to what the interpreter
+/// reports from discovery.
+const BUILTIN_CLUSTER_SCOPED: [(&str, &str); 14] = [
+    ("", "Namespace"),
+    ("", "Node"),
+    ("", "PersistentVolume"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("apiregistration.k8s.io", "APIService"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("storage.k8s.io", "StorageClass"),
+    ("networking.k8s.io", "IngressClass"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("node.k8s.io", "RuntimeClass"),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+    ),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+];
+
+fn is_cluster_scoped(group: &str, kind: &str, reported: &[GroupKind]) -> bool {
+    BUILTIN_CLUSTER_SCOPED.contains(&(group, kind))
+        || reported
+            .iter()
+            .any(|gk| gk.group == group && gk.kind == kind)
+}
+
+fn render_failed(message: String) -> Failure {
+    Failure::stalled(reasons::RENDER_FAILED, message)
+}
+
+/// Turns the exported value into stamped objects, sorted by (group, kind, namespace, name).
+pub fn build(
+    value: &Value,
+    cluster_scoped: &[GroupKind],
+    release: &ReleaseIdentity,
+) -> Result<Vec<DesiredObject>, Failure> {
+    let top = value
+        .as_object()
+        .ok_or_else(|| render_failed("exported value is not an object".to_string()))?;
+    match top.get("kind").and_then(Value::as_str) {
+        Some("ModuleRelease") => {}
+        Some(other) => {
+            return Err(Failure::stalled(
+                reasons::UNSUPPORTED_KIND,
+                format!("exported kind \"{other}\" is not supported (expected ModuleRelease)"),
+            ));
+        }
+        None => {
+            return Err(Failure::stalled(
+                reasons::UNSUPPORTED_KIND,
+                "exported value has no kind (expected ModuleRelease)",
+            ));
+        }
+    }
+    let components = top
+        .get("components")
+        .and_then(Value::as_object)
+        .ok_or_else(|| render_failed("exported value has no components object".to_string()))?;
+
+    let mut seen: BTreeMap<ResourceId, String> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (component, entries) in sorted(components) {
+        let entries = entries
+            .as_object()
+            .ok_or_else(|| render_failed(format!("component \"{component}\" is not an object")))?;
+        for (key, obj) in sorted(entries) {
+            let where_ = format!("component \"{component}\" key \"{key}\"");
+            let d = build_one(obj, component, cluster_scoped, release)
+                .map_err(|why| render_failed(format!("{where_}: {why}")))?;
+            let mut identity = d.id.clone();
+            identity.version.clear();
+            if let Some(other) = seen.insert(identity, where_.clone()) {
+                return Err(render_failed(format!(
+                    "duplicate object {}: {other} and {where_}",
+                    d.id.display()
+                )));
+            }
+            out.push(d);
+        }
+    }
+    out.sort_by(|a, b| a.id.identity().cmp(&b.id.identity()));
+    Ok(out)
+}
+
+fn sorted(map: &Map<String, Value>) -> Vec<(&String, &Value)> {
+    let mut v: Vec<_> = map.iter().collect();
+    v.sort_by(|a, b| a.0.cmp(b.0));
+    v
+}
+
+fn non_empty_str<'a>(
+    obj: &'a Map<String, Value>,
+    field: &str,
+    path: &str,
+) -> Result<&'a str, String> {
+    match obj.get(field) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s),
+        Some(Value::String(_)) | Some(Value::Null) | None => Err(format!("missing {path}")),
+        Some(_) => Err(format!("{path} is not a string")),
+    }
+}
+
+fn build_one(
+    obj: &Value,
+    component: &str,
+    cluster_scoped: &[GroupKind],
+    release: &ReleaseIdentity,
+) -> Result<DesiredObject, String> {
+    let mut manifest = obj
+        .as_object()
+        .cloned()
+        .ok_or_else(|| "object is not a JSON object".to_string())?;
+    let api_version = non_empty_str(&manifest, "apiVersion", "apiVersion")?.to_string();
+    let kind = non_empty_str(&manifest, "kind", "kind")?.to_string();
+    let (group, version) = split_api_version(&api_version);
+    let meta = match manifest.get_mut("metadata") {
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err("metadata is not an object".to_string()),
+        None => return Err("missing metadata.name".to_string()),
+    };
+    let name = non_empty_str(meta, "name", "metadata.name")?.to_string();
+    let namespace = if is_cluster_scoped(&group, &kind, cluster_scoped) {
+        meta.remove("namespace");
+        String::new()
+    } else {
+        let ns = match meta.get("namespace") {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(Value::String(_)) | None | Some(Value::Null) => release.namespace.clone(),
+            Some(_) => return Err("metadata.namespace is not a string".to_string()),
+        };
+        meta.insert("namespace".to_string(), Value::String(ns.clone()));
+        ns
+    };
+    let labels_value = meta
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if labels_value.is_null() {
+        *labels_value = Value::Object(Map::new());
+    }
+    let labels_map = labels_value
+        .as_object_mut()
+        .ok_or_else(|| "metadata.labels is not an object".to_string())?;
+    let wanted = [
+        (labels::MANAGED_BY, FIELD_MANAGER),
+        (labels::RELEASE_NAME, release.name.as_str()),
+        (labels::RELEASE_NAMESPACE, release.namespace.as_str()),
+        (labels::RELEASE_UUID, release.uuid.as_str()),
+        (labels::COMPONENT, component),
+    ];
+    for (k, v) in wanted {
+        match labels_map.get(k) {
+            Some(Value::String(s)) if s == v => {}
+            Some(existing) => {
+                return Err(format!(
+                    "label \"{k}\" is {existing}, but the operator sets \"{v}\""
+                ));
+            }
+            None => {
+                labels_map.insert(k.to_string(), Value::String(v.to_string()));
+            }
+        }
+    }
+    Ok(DesiredObject {
+        id: ResourceId {
+            group,
+            kind,
+            namespace,
+            name,
+            version,
+        },
+        component: component.to_string(),
+        manifest: Value::Object(manifest),
+    })
+}
+
+/// (stage, rank within the stage) of SPEC §19.
+pub fn apply_rank(group: &str, kind: &str) -> (u8, u8) {
+    match (group, kind) {
+        ("apiextensions.k8s.io", "CustomResourceDefinition")
+        | ("", "Namespace")
+        | ("rbac.authorization.k8s.io", "ClusterRole") => (1, 0),
+        (_, k) if k.ends_with("Class") => (2, 0),
+        ("", "ServiceAccount") => (3, 0),
+        ("rbac.authorization.k8s.io", _) => (3, 1),
+        ("", "ConfigMap") | ("", "Secret") => (3, 2),
+        ("", "Service") => (3, 3),
+        ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet")
+        | ("batch", "Job" | "CronJob")
+        | ("", "Pod" | "ReplicationController") => (3, 5),
+        (
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration"
+            | "ValidatingWebhookConfiguration"
+            | "ValidatingAdmissionPolicy"
+            | "ValidatingAdmissionPolicyBinding"
+            | "MutatingAdmissionPolicy"
+            | "MutatingAdmissionPolicyBinding",
+        ) => (3, 6),
+        _ => (3, 4),
+    }
+}
+
+/// Sort key of the apply order: stage, rank, then identity.
+pub fn apply_order_key(id: &ResourceId) -> ((u8, u8), (&str, &str, &str, &str)) {
+    (apply_rank(&id.group, &id.kind), id.identity())
+}
+
+/// The apply stages, in order, empty stages left out.
+pub fn stages(objects: &[DesiredObject]) -> Vec<ApplyStage> {
+    let mut sorted: Vec<&DesiredObject> = objects.iter().collect();
+    sorted.sort_by(|a, b| apply_order_key(&a.id).cmp(&apply_order_key(&b.id)));
+    let mut out: Vec<ApplyStage> = Vec::new();
+    for o in sorted {
+        let stage = apply_rank(&o.id.group, &o.id.kind).0;
+        match out.last_mut() {
+            Some(s) if s.stage == stage => s.objects.push(o.clone()),
+            _ => out.push(ApplyStage {
+                stage,
+                objects: vec![o.clone()],
+            }),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,250 @@
+//! The per-kind source step (SPEC §8, §16-18): where the configuration comes from, and how
+//! source, fetch and render failures are classified.
+
+use crate::api::{ModuleRef, SourceRef};
+use crate::constants::{FLUX_SOURCE_API_VERSION, SOURCE_KINDS};
+use crate::digest;
+use crate::effect::SourceLocator;
+use crate::input::{FetchError, RenderError, SourceError};
+use crate::outcome::{Failure, reasons};
+
+/// The Flux source of a Release, checked against kind and cross-namespace policy.
+pub fn locate(
+    source_ref: &SourceRef,
+    release_namespace: &str,
+    allow_cross_namespace: bool,
+) -> Result<SourceLocator, Failure> {
+    if !SOURCE_KINDS.contains(&source_ref.kind.as_str()) {
+        return Err(Failure::stalled(
+            reasons::SOURCE_NOT_READY,
+            format!(
+                "unsupported source kind \"{}\" (expected OCIRepository, GitRepository or Bucket)",
+                source_ref.kind
+            ),
+        ));
+    }
+    let namespace = if source_ref.namespace.is_empty() {
+        release_namespace.to_string()
+    } else {
+        source_ref.namespace.clone()
+    };
+    if namespace != release_namespace && !allow_cross_namespace {
+        return Err(Failure::stalled(
+            reasons::CROSS_NAMESPACE_REF_DENIED,
+            format!(
+                "cross-namespace reference to {} {namespace}/{} is not allowed (--allow-cross-namespace-refs is off)",
+                source_ref.kind, source_ref.name
+            ),
+        ));
+    }
+    let api_version = if source_ref.api_version.is_empty() {
+        FLUX_SOURCE_API_VERSION.to_string()
+    } else {
+        source_ref.api_version.clone()
+    };
+    Ok(SourceLocator {
+        api_version,
+        kind: source_ref.kind.clone(),
+        namespace,
+        name: source_ref.name.clone(),
+    })
+}
+
+/// `<Kind>/<namespace>/<name>`, as in `status.source.ref`.
+pub fn locator_ref(l: &SourceLocator) -> String {
+    format!("{}/{}/{}", l.kind, l.namespace, l.name)
+}
+
+/// Classifies a failed source read (SPEC §4 rows "source …").
+pub fn source_failure(err: &SourceError, l: &SourceLocator) -> Failure {
+    let what = format!("source {} {}/{}", l.kind, l.namespace, l.name);
+    match err {
+        SourceError::NotFound => {
+            Failure::stalled(reasons::SOURCE_NOT_READY, format!("{what} not found"))
+        }
+        SourceError::NotReady { message } if message.is_empty() => {
+            Failure::soft(reasons::SOURCE_NOT_READY, format!("{what} is not ready"))
+        }
+        SourceError::NotReady { message } => Failure::soft(
+            reasons::SOURCE_NOT_READY,
+            format!("{what} is not ready: {message}"),
+        ),
+        SourceError::NoArtifact => {
+            Failure::soft(reasons::SOURCE_NOT_READY, format!("{what} has no artifact"))
+        }
+        SourceError::Api { error } => Failure::transient(
+            reasons::SOURCE_NOT_READY,
+            format!("reading {what} failed: {error}"),
+        ),
+    }
+}
+
+/// A digest the artifact can be verified against: `sha256:` + 64 lowercase hex.
+pub fn check_artifact_digest(d: &str) -> Result<(), Failure> {
+    if digest::is_sha256(d) {
+        Ok(())
+    } else {
+        Err(Failure::stalled(
+            reasons::INVALID_ARTIFACT,
+            format!(
+                "invalid artifact: unsupported digest \"{d}\" (expected sha256:<64 lowercase hex>)"
+            ),
+        ))
+    }
+}
+
+/// Classifies a failed download/extraction (SPEC §17).
+pub fn fetch_failure(err: &FetchError) -> Failure {
+    match err {
+        FetchError::Http { .. }
+        | FetchError::Timeout
+        | FetchError::Connection { .. }
+        | FetchError::DigestMismatch { .. } => Failure::transient(
+            reasons::FETCH_FAILED,
+            format!("artifact download failed: {err}"),
+        ),
+        FetchError::InvalidArtifact { .. } | FetchError::TooLarge { .. } => Failure::stalled(
+            reasons::INVALID_ARTIFACT,
+            format!("invalid artifact: {err}"),
+        ),
+    }
+}
+
+/// Classifies a failed render (SPEC §4 render rows, DESIGN §3).
+pub fn render_failure(err: &RenderError) -> Failure {
+    use reasons::*;
+    match err {
+        RenderError::Resolution { message } => Failure::stalled(RESOLUTION_FAILED, message.clone()),
+        RenderError::Evaluation { message } => Failure::stalled(RENDER_FAILED, message.clone()),
+        RenderError::UnsupportedKind { kind: Some(k) } => Failure::stalled(
+            UNSUPPORTED_KIND,
+            format!("exported kind \"{k}\" is not supported (expected ModuleRelease)"),
+        ),
+        RenderError::UnsupportedKind { kind: None } => Failure::stalled(
+            UNSUPPORTED_KIND,
+            "exported value has no kind (expected ModuleRelease)",
+        ),
+        RenderError::PathNotFound { message } => Failure::stalled(PATH_NOT_FOUND, message.clone()),
+        RenderError::ReleaseFileNotFound { message } => {
+            Failure::stalled(RELEASE_FILE_NOT_FOUND, message.clone())
+        }
+        RenderError::InvalidArtifact { message } => {
+            Failure::stalled(INVALID_ARTIFACT, format!("invalid artifact: {message}"))
+        }
+        RenderError::Timeout { message }
+        | RenderError::RegistryUnreachable { message }
+        | RenderError::Io { message } => Failure::transient(RENDER_FAILED, message.clone()),
+    }
+}
+
+/// Catches a module version whose major does not match the path's `@vN` before `cue` runs.
+pub fn check_module(m: &ModuleRef) -> Result<(), Failure> {
+    if m.path.is_empty() || m.version.is_empty() {
+        return Err(Failure::stalled(
+            reasons::RESOLUTION_FAILED,
+            "spec.module.path and spec.module.version must be set",
+        ));
+    }
+    if let Some((_, major)) = m.path.rsplit_once('@') {
+        let version_major = m.version.split('.').next().unwrap_or_default();
+        if major != version_major {
+            return Err(Failure::stalled(
+                reasons::RESOLUTION_FAILED,
+                format!(
+                    "module {}: version {} does not match major version {major}",
+                    m.path, m.version
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::FailureClass;
+
+    fn sref(kind: &str, ns: &str) -> SourceRef {
+        SourceRef {
+            api_version: String::new(),
+            kind: kind.into(),
+            name: "repo".into(),
+            namespace: ns.into(),
+        }
+    }
+
+    #[test]
+    fn locate_checks_kind_and_namespace() {
+        let l = locate(&sref("OCIRepository", ""), "demo", false).unwrap();
+        assert_eq!(l.namespace, "demo");
+        assert_eq!(l.api_version, "source.toolkit.fluxcd.io/v1");
+        let e = locate(&sref("HelmRepository", ""), "demo", true).unwrap_err();
+        assert_eq!(
+            (e.reason, e.class),
+            (reasons::SOURCE_NOT_READY, FailureClass::Stalled)
+        );
+        let e = locate(&sref("Bucket", "flux-system"), "demo", false).unwrap_err();
+        assert_eq!(e.reason, reasons::CROSS_NAMESPACE_REF_DENIED);
+        assert!(locate(&sref("GitRepository", "flux-system"), "demo", true).is_ok());
+    }
+
+    #[test]
+    fn module_major_must_match() {
+        let m = |p: &str, v: &str| ModuleRef {
+            path: p.into(),
+            version: v.into(),
+        };
+        assert!(check_module(&m("example.com/modules/web@v0", "v0.2.1")).is_ok());
+        assert!(check_module(&m("example.com/modules/web", "v1.0.0")).is_ok());
+        let e = check_module(&m("example.com/modules/web@v0", "v1.0.0")).unwrap_err();
+        assert_eq!(e.reason, reasons::RESOLUTION_FAILED);
+    }
+
+    #[test]
+    fn render_and_fetch_classification() {
+        let msg = || "m".to_string();
+        let cases = [
+            (
+                render_failure(&RenderError::Resolution { message: msg() }),
+                RESOLUTION,
+                FailureClass::Stalled,
+            ),
+            (
+                render_failure(&RenderError::Evaluation { message: msg() }),
+                RENDER,
+                FailureClass::Stalled,
+            ),
+            (
+                render_failure(&RenderError::Timeout { message: msg() }),
+                RENDER,
+                FailureClass::Transient,
+            ),
+            (
+                render_failure(&RenderError::RegistryUnreachable { message: msg() }),
+                RENDER,
+                FailureClass::Transient,
+            ),
+            (
+                render_failure(&RenderError::PathNotFound { message: msg() }),
+                reasons::PATH_NOT_FOUND,
+                FailureClass::Stalled,
+            ),
+            (
+                fetch_failure(&FetchError::Http { status: 503 }),
+                reasons::FETCH_FAILED,
+                FailureClass::Transient,
+            ),
+            (
+                fetch_failure(&FetchError::TooLarge { message: msg() }),
+                reasons::INVALID_ARTIFACT,
+                FailureClass::Stalled,
+            ),
+        ];
+        for (f, reason, class) in cases {
+            assert_eq!((f.reason, f.class), (reason, class));
+        }
+    }
+    const RESOLUTION: &str = reasons::RESOLUTION_FAILED;
+    const RENDER: &str = reasons::RENDER_FAILED;
+}
