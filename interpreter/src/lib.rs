@@ -19,6 +19,7 @@ pub mod discovery;
 pub mod drift;
 pub mod driver;
 pub mod dynamic;
+pub mod endpoints;
 pub mod events;
 pub mod finalizer;
 pub mod impersonate;

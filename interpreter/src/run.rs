@@ -183,6 +183,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency,
         label_selector: args.watch_label_selector.clone(),
     };
+    let mut addrs: Vec<SocketAddr> = Vec::new();
+    for addr in [&args.metrics_bind_address, &args.health_probe_bind_address] {
+        if let Ok(a) = addr.parse::<SocketAddr>()
+            && !addrs.contains(&a)
+        {
+            addrs.push(a);
+        }
+    }
+    for addr in addrs {
+        let rt = rt.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::endpoints::serve(addr, rt).await {
+                tracing::error!(%addr, error = %e, "endpoint server failed");
+            }
+        });
+    }
     tracing::info!(concurrency = args.concurrency, "opm-operator starting");
     controller::run(rt, settings, signal_shutdown()).await;
     Ok(())
