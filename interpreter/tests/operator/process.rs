@@ -40,6 +40,11 @@ async fn run_exits_zero_on_sigterm() {
         child.try_wait().unwrap().is_none(),
         "the operator should still be running"
     );
+    assert!(
+        http_get(&probe, "/healthz")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
     let pid = child.id().unwrap().to_string();
     let sent = std::process::Command::new("kill")
         .args(["-TERM", &pid])
