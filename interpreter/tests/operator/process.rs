@@ -21,6 +21,12 @@ fn crds_prints_both_definitions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_exits_zero_on_sigterm() {
     let (env, _ns) = namespace().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let probe = format!("127.0.0.1:{port}");
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_opm-operator"))
         .args([
             "run",
@@ -29,6 +35,7 @@ async fn run_exits_zero_on_sigterm() {
             "--concurrency",
             "2",
         ])
+        .args(["--health-probe-bind-address", &probe])
         .env("KUBECONFIG", env.kubeconfig_path())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
