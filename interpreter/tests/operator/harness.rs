@@ -98,6 +98,17 @@ impl Operator {
         }
     }
 
+    /// The runtime alone, without controllers: every request it counts is an attempt's.
+    pub async fn runtime_only(env: &TestEnv, ns: &str) -> (Arc<Runtime>, Vec<tempfile::TempDir>) {
+        let registry = CueRegistry::global().await;
+        let cache = tempfile::tempdir().expect("tempdir");
+        let mut args = default_args(ns);
+        args.cue_registry = Some(registry.registry());
+        args.cache_dir = Some(cache.path().to_path_buf());
+        let rt = build_runtime(&args, env.config()).expect("runtime");
+        (rt, vec![cache])
+    }
+
     /// Graceful stop: in-flight attempts finish.
     pub async fn stop(mut self) {
         if let Some(tx) = self.stop.take() {

@@ -184,11 +184,7 @@ async fn a_values_change_reapplies_and_advances_the_inventory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_no_op_reconcile_sends_no_write() {
     let (env, ns) = namespace().await;
-    // An operator whose controllers watch nothing of ours (selector matches no release).
-    let op = Operator::start(env, &ns.name, |a| {
-        a.watch_label_selector = Some("opm-test=none".into())
-    })
-    .await;
+    let (rt, _dirs) = Operator::runtime_only(env, &ns.name).await;
     create_mr(
         &ns.client,
         &module_release(&ns.name, "web", json!({"replicas": 1}), json!({})),
@@ -200,22 +196,20 @@ async fn a_no_op_reconcile_sends_no_write() {
         name: "web".into(),
     };
 
-    let before = op.rt.clients.counts();
+    let before = rt.clients.counts();
     let t = Instant::now();
-    let first = driver::run_attempt(&op.rt, &key)
-        .await
-        .expect("first attempt");
+    let first = driver::run_attempt(&rt, &key).await.expect("first attempt");
     let first_time = t.elapsed();
-    let first_counts = op.rt.clients.counts().since(&before);
+    let first_counts = rt.clients.counts().since(&before);
     assert_eq!(first.outcome, Outcome::Applied, "{first:?}");
 
-    let before = op.rt.clients.counts();
+    let before = rt.clients.counts();
     let t = Instant::now();
-    let second = driver::run_attempt(&op.rt, &key)
+    let second = driver::run_attempt(&rt, &key)
         .await
         .expect("second attempt");
     let noop_time = t.elapsed();
-    let noop_counts = op.rt.clients.counts().since(&before);
+    let noop_counts = rt.clients.counts().since(&before);
     assert_eq!(second.outcome, Outcome::NoOp, "{second:?}");
     assert_eq!(noop_counts.writes(), 0, "a no-op wrote: {noop_counts:?}");
     assert!(
@@ -231,7 +225,7 @@ async fn a_no_op_reconcile_sends_no_write() {
         noop_counts.total(),
         noop_counts.writes()
     );
-    op.stop().await;
+    drop(rt);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
