@@ -79,6 +79,25 @@ async fn module_release_reaches_ready_with_its_ledger_and_first_success_events()
         .unwrap();
     assert_eq!(cm.data.unwrap()["message"], "hi");
 
+    // The attempt's metrics were recorded for the release's series.
+    let key = ReleaseKey {
+        kind: Kind::ModuleRelease,
+        namespace: ns.name.clone(),
+        name: "web".into(),
+    };
+    let applied_total = op.rt.metrics.get(
+        "opm_controller_reconcile_total",
+        &key,
+        &[("outcome", "applied")],
+    );
+    assert_eq!(applied_total, Some(1.0));
+    assert_eq!(
+        op.rt
+            .metrics
+            .get("opm_controller_inventory_size", &key, &[]),
+        Some(4.0)
+    );
+
     // First success: Applied, then ReconciliationSucceeded.
     let evs = events(&ns.client, &ns.name, "web").await;
     let rs = reasons(&evs);
