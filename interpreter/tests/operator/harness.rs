@@ -119,6 +119,22 @@ impl Operator {
         }
     }
 
+    /// Replays every trace file with the core; returns how many replayed.
+    pub fn replay_traces(&self) -> usize {
+        let mut n = 0;
+        for e in std::fs::read_dir(&self.trace_dir)
+            .expect("trace dir")
+            .flatten()
+        {
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            if let Err(d) = opm_core::trace::replay(text.lines()) {
+                panic!("trace {} does not replay: {d}", e.path().display());
+            }
+            n += 1;
+        }
+        n
+    }
+
     /// Every trace line written so far.
     pub fn traces(&self) -> String {
         let mut out = String::new();

@@ -116,6 +116,8 @@ async fn module_release_reaches_ready_with_its_ledger_and_first_success_events()
         evs.iter()
             .all(|e| e.reporting_controller.as_deref() == Some("opm-controller"))
     );
+    // Every attempt the live operator ran replays byte for byte in the pure core.
+    assert!(op.replay_traces() >= 1);
     op.stop().await;
 }
 
