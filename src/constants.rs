@@ -18,6 +18,8 @@ pub const HISTORY_CAP: usize = 10;
 pub const CONDITION_MESSAGE_MAX: usize = 32 * 1024;
 /// Longest history message, in bytes.
 pub const HISTORY_MESSAGE_MAX: usize = 1024;
+/// Longest event note, in bytes (the events.k8s.io/v1 limit).
+pub const EVENT_NOTE_MAX: usize = 1024;
 
 /// Labels stamped on every applied object (SPEC §6).
 pub mod labels {

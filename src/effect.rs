@@ -12,7 +12,11 @@ use crate::outcome::Outcome;
 
 /// One request from the core. See the crate docs for the drain rule.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum Effect {
     /// Add `finalizer` to the release (merge patch, guarded against clobbering). Awaited:
     /// `FinalizerAdded`.
@@ -48,7 +52,8 @@ pub enum Effect {
     },
     /// Server-side apply, stage by stage, as `identity`. Within a stage objects may run
     /// concurrently; wait for CRDs of a stage to be Established before the next stage; skip
-    /// the write when a dry-run shows no change; stop after a stage with a failure.
+    /// the write when a dry-run shows no change; stop after a stage with a failure. A CRD
+    /// not Established within 60s is reported as that CRD's `Timeout` error.
     /// Awaited: `Applied`.
     Apply {
         stages: Vec<ApplyStage>,
@@ -128,6 +133,27 @@ impl Effect {
         }
     }
 
+    /// The name of the input that answers this effect (`InputKind::name`), if awaited.
+    pub fn answered_by(&self) -> Option<&'static str> {
+        Some(match self {
+            Effect::AddFinalizer { .. } => "finalizerAdded",
+            Effect::RemoveFinalizer { .. } => "finalizerRemoved",
+            Effect::CheckDependencies { .. } => "dependenciesChecked",
+            Effect::ResolveSource { .. } => "sourceResolved",
+            Effect::FetchArtifact { .. } => "artifactFetched",
+            Effect::Render { .. } => "rendered",
+            Effect::CheckServiceAccount { .. } => "serviceAccountChecked",
+            Effect::CheckDrift { .. } => "driftChecked",
+            Effect::Apply { .. } => "applied",
+            Effect::InspectStale { .. } => "staleInspected",
+            Effect::Prune { .. } => "pruned",
+            Effect::PatchStatus { .. } => "statusPatched",
+            Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
+                return None;
+            }
+        })
+    }
+
     /// True when the machine waits for this effect's result input.
     pub fn is_awaited(&self) -> bool {
         !matches!(
@@ -149,7 +175,11 @@ pub struct SourceLocator {
 
 /// What to evaluate.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(tag = "source", rename_all = "camelCase")]
+#[serde(
+    tag = "source",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum RenderRequest {
     /// Synthesise a release package importing `path@version` (package: last path element
     /// without `@vN`), unify with `values` and `#release`, export.
@@ -218,7 +248,11 @@ pub struct Event {
 
 /// Metric samples; the interpreter adds the release's kind/name/namespace labels.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum Metric {
     /// `opm_controller_reconcile_total{outcome}` +1 and the duration histogram.
     Reconcile {

@@ -24,12 +24,32 @@ impl Input {
     pub fn new(now: Timestamp, kind: InputKind) -> Self {
         Self { now, kind }
     }
+
+    /// The input that starts an attempt for a release that exists.
+    pub fn observed(now: Timestamp, object: ReleaseObject) -> Self {
+        Self::new(
+            now,
+            InputKind::Observed {
+                key: object.key(),
+                object: Some(Box::new(object)),
+            },
+        )
+    }
+
+    /// The input that starts an attempt for a release that no longer exists.
+    pub fn gone(now: Timestamp, key: ReleaseKey) -> Self {
+        Self::new(now, InputKind::Observed { key, object: None })
+    }
 }
 
 /// The fact carried by an input. `Observed` starts an attempt; each other variant answers the
 /// awaited effect of the same name.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum InputKind {
     /// The release as read from the API server; `None` when it no longer exists.
     Observed {
@@ -93,7 +113,11 @@ impl InputKind {
 
 /// A Kubernetes API failure, by class. `message` is the server's text, shown to users.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum ApiError {
     /// 403.
     #[error("forbidden: {message}")]
@@ -156,7 +180,11 @@ pub struct SourceArtifact {
 
 /// Why a Flux source could not be used.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum SourceError {
     #[error("source not found")]
     NotFound,
@@ -179,7 +207,11 @@ pub struct FetchedArtifact {
 
 /// Why an artifact could not be downloaded or unpacked.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum FetchError {
     #[error("HTTP status {status}")]
     Http { status: u16 },
@@ -189,6 +221,9 @@ pub enum FetchError {
     Connection { message: String },
     #[error("digest mismatch: expected {expected}, got {actual}")]
     DigestMismatch { expected: String, actual: String },
+    /// The body broke off, or writing it locally failed: retried.
+    #[error("{message}")]
+    Io { message: String },
     /// Not tar.gz/zip, traversal, escaping or absolute link, hard link, device, FIFO,
     /// unsupported URL scheme or digest algorithm.
     #[error("{message}")]
@@ -222,7 +257,11 @@ pub struct RenderOutput {
 
 /// Why rendering failed. The interpreter classifies `cue`'s stderr into these variants.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum RenderError {
     /// A module or dependency cannot be fetched (unknown version, bad major version).
     #[error("{message}")]

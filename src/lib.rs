@@ -37,6 +37,15 @@
 //!    current time and call [`Attempt::step`]; go to 2;
 //! 4. on `Done`, requeue after `requeue_after` (±5 % jitter on successes only).
 //!
+//! ## Where things live
+//!
+//! [`api`] the CRDs (SPEC §1) · [`input`] inputs and typed errors · [`effect`] effects ·
+//! [`machine`] the attempt (§3) · [`outcome`] outcomes and the exit table (§4) · [`backoff`]
+//! (§5) · [`render_value`] exported value → objects, labels, apply stages (§6, §18, §19) ·
+//! [`digest`] (§7) · [`inventory`] (§8) · [`prune`] guards (§9) · [`conditions`] and
+//! [`status`] (§10) · [`deletion`] (§12) · [`deps`] (§14) · [`impersonation`] (§15) ·
+//! [`source`] (§16-18) · [`drift`] (§20) · [`trace`] (§23).
+//!
 //! ```
 //! use opm_core::{Attempt, Config, Effect, Input, InputKind, ReleaseKey, Kind};
 //! let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();

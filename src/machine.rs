@@ -1,6 +1,6 @@
 //! The attempt state machine: the only place SPEC §3's order lives.
 //!
-//! `Attempt` holds a private [`Phase`] (what it is waiting for) and the facts gathered so far.
+//! `Attempt` holds a private `Phase` (what it is waiting for) and the facts gathered so far.
 //! Each input is checked against the phase, then consumed in one `match (phase, input)`.
 
 use std::time::Duration;
@@ -20,9 +20,14 @@ mod flow;
 
 use ctx::Ctx;
 
-/// One reconcile attempt. See the crate docs for the drain rule; in short: feed one input,
-/// execute the whole batch it returns, then feed the result of that batch's awaited effect,
-/// and nothing else, until a batch ends in `Done`.
+/// One reconcile attempt of one release.
+///
+/// **Feed one input, execute the whole batch it returns, then feed the result of that batch's
+/// awaited effect, and nothing else, until a batch ends in `Done`.**
+///
+/// Start with [`Attempt::start`] (an `Observed` input), continue with [`Attempt::step`], bound
+/// every awaited effect by [`Attempt::deadline`]. After `Done` the attempt refuses input; the
+/// next `Observed` starts a new one.
 #[derive(Debug, Clone)]
 pub struct Attempt {
     cfg: Config,
@@ -125,6 +130,7 @@ impl Attempt {
             }),
         }
         let batch = std::mem::take(&mut a.out);
+        debug_assert!(batch_shape_ok(&batch), "bad batch: {batch:?}");
         (a, batch)
     }
 
@@ -154,6 +160,12 @@ impl Attempt {
     /// (start + `spec.timeout`). The interpreter bounds each awaited effect by it.
     pub fn deadline(&self) -> Timestamp {
         self.deadline
+    }
+
+    /// Time left before the deadline at `now` (zero once passed): the bound for the awaited
+    /// effect the interpreter is about to run.
+    pub fn remaining(&self, now: Timestamp) -> Duration {
+        Duration::try_from(self.deadline.duration_since(now)).unwrap_or(Duration::ZERO)
     }
 
     /// True once the attempt has produced `Done`.

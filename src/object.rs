@@ -129,7 +129,8 @@ impl ReleaseKey {
     }
 }
 
-/// The observed release object, of either kind.
+/// The observed release object, of either kind. JSON: `{"moduleRelease": {…}}` or
+/// `{"release": {…}}` around the object as the API server returns it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub enum ReleaseObject {

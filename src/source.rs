@@ -99,7 +99,8 @@ pub fn fetch_failure(err: &FetchError) -> Failure {
         FetchError::Http { .. }
         | FetchError::Timeout
         | FetchError::Connection { .. }
-        | FetchError::DigestMismatch { .. } => Failure::transient(
+        | FetchError::DigestMismatch { .. }
+        | FetchError::Io { .. } => Failure::transient(
             reasons::FETCH_FAILED,
             format!("artifact download failed: {err}"),
         ),

@@ -213,3 +213,15 @@ fn inputs_and_effects_are_tagged_json() {
     assert!(s.contains(r#""outcome":"failedStalled""#), "{s}");
     assert_eq!(serde_json::from_str::<Vec<Effect>>(&s).unwrap(), effects);
 }
+
+#[test]
+fn durations_are_validated_by_the_schema() {
+    let crds = serde_json::to_value(api::crds()).unwrap();
+    let spec = &crds[1]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    assert_eq!(spec["interval"]["pattern"], api::common::GO_DURATION);
+    assert_eq!(spec["timeout"]["pattern"], api::common::GO_DURATION);
+    // The pattern and the core's parser agree on typical values.
+    for ok in ["5m", "1h30m", "10s", "1.5s", "300ms", "0"] {
+        assert!(opm_core::duration::parse(ok).is_ok(), "{ok}");
+    }
+}

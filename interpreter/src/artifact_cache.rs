@@ -17,6 +17,7 @@ use tokio::sync::OnceCell;
 
 use crate::extract::{ExtractError, ExtractLimits, extract};
 use crate::fetch::{FailureClass, FetchError, Fetcher, Sha256Digest};
+use crate::release_path::{PathError, resolve_path};
 
 /// Bounds of the cache.
 #[derive(Debug, Clone)]
@@ -88,6 +89,11 @@ impl ArtifactHandle {
     pub fn size(&self) -> u64 {
         self.0.bytes
     }
+
+    /// The release package directory `spec_path` inside this artifact (SPEC §17).
+    pub fn resolve(&self, spec_path: &str) -> Result<PathBuf, PathError> {
+        resolve_path(&self.0.root, spec_path)
+    }
 }
 
 /// Counters for metrics and tests.
@@ -96,6 +102,8 @@ pub struct CacheStats {
     pub hits: AtomicU64,
     pub misses: AtomicU64,
     pub downloads: AtomicU64,
+    /// Bytes of verified downloads (SPEC §21 fetch bytes).
+    pub bytes_downloaded: AtomicU64,
     pub evictions: AtomicU64,
 }
 
@@ -209,6 +217,9 @@ impl ArtifactCache {
     ) -> Result<ArtifactHandle, ArtifactError> {
         self.stats.downloads.fetch_add(1, Ordering::Relaxed);
         let fetched = self.fetcher.fetch(url, digest, &self.downloads_dir).await?;
+        self.stats
+            .bytes_downloaded
+            .fetch_add(fetched.size, Ordering::Relaxed);
         let io = |e: std::io::Error| ExtractError::Io {
             detail: e.to_string(),
         };

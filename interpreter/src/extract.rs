@@ -95,7 +95,16 @@ impl ExtractError {
     pub fn class(&self) -> FailureClass {
         match self {
             Self::Io { .. } => FailureClass::Transient,
-            _ => FailureClass::Stalled,
+            Self::UnknownFormat
+            | Self::AbsoluteName { .. }
+            | Self::EscapingName { .. }
+            | Self::ThroughLink { .. }
+            | Self::EscapingLink { .. }
+            | Self::HardLink { .. }
+            | Self::SpecialFile { .. }
+            | Self::TooManyEntries { .. }
+            | Self::TooLarge { .. }
+            | Self::Corrupt { .. } => FailureClass::Stalled,
         }
     }
 
@@ -213,7 +222,7 @@ fn extract_tar_gz(archive: &Path, sink: &mut Sink<'_>) -> Result<(), ExtractErro
         let kind = entry.header().entry_type();
         use tar::EntryType as T;
         match kind {
-            T::Regular | T::Continuous => {
+            T::Regular | T::Continuous if !name.as_bytes().ends_with(b"/") => {
                 let exec = entry.header().mode().is_ok_and(|m| m & 0o111 != 0);
                 let rel = sink.entry_path(&name)?;
                 if let Some(rel) = rel {
@@ -224,7 +233,8 @@ fn extract_tar_gz(archive: &Path, sink: &mut Sink<'_>) -> Result<(), ExtractErro
                     });
                 }
             }
-            T::Directory => {
+            // Old tar writers mark directories only by the trailing slash.
+            T::Regular | T::Directory => {
                 if let Some(rel) = sink.entry_path(&name)? {
                     sink.make_dirs(&rel, &shown)?;
                 }
@@ -511,55 +521,6 @@ fn normalise(path: &Path) -> Option<PathBuf> {
     Some(out)
 }
 
-/// Why `spec.path` cannot be used (SPEC §4 rows `PathNotFound` / `ReleaseFileNotFound`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PathError {
-    #[error("path {path:?} not found in artifact: {detail}")]
-    PathNotFound { path: String, detail: String },
-    #[error("no release.cue at path {path:?} in artifact")]
-    ReleaseFileNotFound { path: String },
-}
-
-impl PathError {
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Self::PathNotFound { .. } => "PathNotFound",
-            Self::ReleaseFileNotFound { .. } => "ReleaseFileNotFound",
-        }
-    }
-}
-
-/// Resolves `spec_path` inside the extracted artifact `root` (`.` is the root). Links are
-/// followed, and the result must still be a directory inside the root that holds
-/// `release.cue`.
-pub fn resolve_path(root: &Path, spec_path: &str) -> Result<PathBuf, PathError> {
-    let not_found = |detail: &str| PathError::PathNotFound {
-        path: spec_path.to_owned(),
-        detail: detail.to_owned(),
-    };
-    if spec_path.is_empty() {
-        return Err(not_found("empty path"));
-    }
-    if Path::new(spec_path).is_absolute() {
-        return Err(not_found("absolute paths are not allowed"));
-    }
-    let root = fs::canonicalize(root).map_err(|e| not_found(&e.to_string()))?;
-    let dir = fs::canonicalize(root.join(spec_path)).map_err(|_| not_found("does not exist"))?;
-    if !dir.starts_with(&root) {
-        return Err(not_found("leaves the artifact root"));
-    }
-    if !dir.is_dir() {
-        return Err(not_found("not a directory"));
-    }
-    let release = dir.join("release.cue");
-    match fs::canonicalize(&release) {
-        Ok(file) if file.starts_with(&root) && file.is_file() => Ok(dir),
-        _ => Err(PathError::ReleaseFileNotFound {
-            path: spec_path.to_owned(),
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,51 +554,5 @@ mod tests {
                 None => assert_eq!(detect_format(&p).unwrap_err(), ExtractError::UnknownFormat),
             }
         }
-    }
-
-    #[test]
-    fn resolve_path_rules() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("root");
-        fs::create_dir_all(root.join("apps/web")).unwrap();
-        fs::create_dir_all(root.join("empty")).unwrap();
-        fs::write(root.join("release.cue"), "package release\n").unwrap();
-        fs::write(root.join("apps/web/release.cue"), "package release\n").unwrap();
-        fs::write(root.join("file"), "x").unwrap();
-        fs::create_dir_all(dir.path().join("outside")).unwrap();
-        fs::write(dir.path().join("outside/release.cue"), "x").unwrap();
-        std::os::unix::fs::symlink("../outside", root.join("out")).unwrap();
-        std::os::unix::fs::symlink("apps/web", root.join("alias")).unwrap();
-
-        let canon = fs::canonicalize(&root).unwrap();
-        assert_eq!(resolve_path(&root, ".").unwrap(), canon);
-        assert_eq!(
-            resolve_path(&root, "./apps/web").unwrap(),
-            canon.join("apps/web")
-        );
-        assert_eq!(
-            resolve_path(&root, "alias").unwrap(),
-            canon.join("apps/web")
-        );
-        for bad in [
-            "missing",
-            "file",
-            "..",
-            "../outside",
-            "out",
-            "/etc",
-            "",
-            "apps/../..",
-        ] {
-            let err = resolve_path(&root, bad).unwrap_err();
-            assert_eq!(err.reason(), "PathNotFound", "{bad}: {err}");
-        }
-        let err = resolve_path(&root, "empty").unwrap_err();
-        assert_eq!(
-            err,
-            PathError::ReleaseFileNotFound {
-                path: "empty".into()
-            }
-        );
     }
 }

@@ -8,9 +8,10 @@ use opm_core::{FetchError as CoreFetch, RenderError as CoreRender};
 use serde_json::Value;
 
 use crate::artifact_cache::{ArtifactCache, ArtifactError};
-use crate::extract::{ExtractError, PathError, resolve_path};
+use crate::extract::ExtractError;
 use crate::fetch::FetchError;
 use crate::module_ref::{ModuleRef, ReleaseIdentity};
+use crate::release_path::{PathError, resolve_path};
 use crate::render::{RenderError, Renderer};
 
 /// Fetch and render, as the driver needs them.
@@ -90,9 +91,8 @@ pub fn fetch_error(e: ArtifactError) -> CoreFetch {
     let message = e.to_string();
     match e {
         ArtifactError::Fetch(f) => match f {
-            FetchError::Connect { .. } | FetchError::Truncated { .. } | FetchError::Io { .. } => {
-                CoreFetch::Connection { message }
-            }
+            FetchError::Connect { .. } => CoreFetch::Connection { message },
+            FetchError::Truncated { .. } | FetchError::Io { .. } => CoreFetch::Io { message },
             FetchError::HttpStatus { status, .. } => CoreFetch::Http { status },
             FetchError::Timeout { .. } => CoreFetch::Timeout,
             FetchError::DigestMismatch { expected, actual } => {
@@ -105,7 +105,7 @@ pub fn fetch_error(e: ArtifactError) -> CoreFetch {
         },
         ArtifactError::Extract(x) => match x {
             // The local disk failed, not the archive: retried.
-            ExtractError::Io { .. } => CoreFetch::Connection { message },
+            ExtractError::Io { .. } => CoreFetch::Io { message },
             ExtractError::TooLarge { .. } | ExtractError::TooManyEntries { .. } => {
                 CoreFetch::TooLarge { message }
             }

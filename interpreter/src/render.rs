@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use tokio::sync::OnceCell;
 
 use crate::fetch::FailureClass;
 use crate::module_ref::{ModuleRef, ReleaseIdentity, synthesise_release};
+pub use crate::rendered::Rendered;
 
 /// Default deadline of one `cue` run (SPEC §18).
 pub const DEFAULT_RENDER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -84,12 +86,17 @@ pub enum RenderError {
 }
 
 impl RenderError {
+    /// Every variant is listed so a new one has to be placed in a SPEC §4 row.
     pub fn class(&self) -> FailureClass {
         match self {
             Self::RegistryUnreachable { .. } | Self::Timeout { .. } | Self::Io { .. } => {
                 FailureClass::Transient
             }
-            _ => FailureClass::Stalled,
+            Self::Resolution { .. }
+            | Self::Evaluation { .. }
+            | Self::UnsupportedKind { .. }
+            | Self::InvalidOutput { .. }
+            | Self::OutputTooLarge { .. } => FailureClass::Stalled,
         }
     }
 
@@ -98,7 +105,12 @@ impl RenderError {
         match self {
             Self::Resolution { .. } => "ResolutionFailed",
             Self::UnsupportedKind { .. } => "UnsupportedKind",
-            _ => "RenderFailed",
+            Self::RegistryUnreachable { .. }
+            | Self::Timeout { .. }
+            | Self::Io { .. }
+            | Self::Evaluation { .. }
+            | Self::InvalidOutput { .. }
+            | Self::OutputTooLarge { .. } => "RenderFailed",
         }
     }
 }
@@ -107,23 +119,41 @@ impl RenderError {
 /// real binary, so an upgrade that changes them fails loudly.
 pub fn classify_stderr(stderr: &str) -> RenderError {
     let message = first_lines(stderr);
-    let unreachable = [
-        "cannot do HTTP request",
-        "connection refused",
-        "no such host",
-        "i/o timeout",
-    ];
-    if unreachable.iter().any(|p| stderr.contains(p)) {
+    if is_registry_unreachable(stderr) {
         RenderError::RegistryUnreachable { message }
-    } else if stderr.contains("module not found")
-        || stderr.contains("invalid module file")
-        || stderr.contains("mismatched major version")
-    {
+    } else if RESOLUTION.iter().any(|p| stderr.contains(p)) {
         RenderError::Resolution { message }
     } else {
         RenderError::Evaluation { message }
     }
 }
+
+/// The registry could not be asked, or answered with a server-side error: both may pass.
+fn is_registry_unreachable(stderr: &str) -> bool {
+    const NETWORK: [&str; 4] = [
+        "cannot do HTTP request",
+        "connection refused",
+        "no such host",
+        "i/o timeout",
+    ];
+    const SERVER: [&str; 5] = [
+        "429 Too Many Requests",
+        "500 Internal Server Error",
+        "502 Bad Gateway",
+        "503 Service Unavailable",
+        "504 Gateway Timeout",
+    ];
+    NETWORK.iter().any(|p| stderr.contains(p))
+        || (stderr.contains("cannot fetch") && SERVER.iter().any(|p| stderr.contains(p)))
+}
+
+/// A module, version or package that does not exist, or a module file that can never resolve.
+const RESOLUTION: [&str; 4] = [
+    "module not found",
+    "cannot find module providing package",
+    "invalid module file",
+    "mismatched major version",
+];
 
 fn first_lines(s: &str) -> String {
     let lines: Vec<&str> = s
@@ -139,70 +169,6 @@ fn first_lines(s: &str) -> String {
     }
 }
 
-/// The exported release: `kind: ModuleRelease`, `metadata`, `components`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rendered {
-    /// The whole exported value.
-    pub exported: Value,
-    /// `components.<component>.<key>` → object, in sorted order.
-    pub components: BTreeMap<String, BTreeMap<String, Value>>,
-}
-
-impl Rendered {
-    /// Checks the exported JSON has the release shape of DESIGN §3.
-    pub fn from_json(bytes: &[u8]) -> Result<Self, RenderError> {
-        let exported: Value =
-            serde_json::from_slice(bytes).map_err(|e| RenderError::InvalidOutput {
-                message: format!("cue output is not JSON: {e}"),
-            })?;
-        match exported.get("kind") {
-            Some(Value::String(k)) if k == "ModuleRelease" => {}
-            Some(Value::String(k)) => {
-                return Err(RenderError::UnsupportedKind {
-                    kind: Some(k.clone()),
-                });
-            }
-            Some(other) => {
-                return Err(RenderError::UnsupportedKind {
-                    kind: Some(other.to_string()),
-                });
-            }
-            None => return Err(RenderError::UnsupportedKind { kind: None }),
-        }
-        let invalid = |message: String| RenderError::InvalidOutput { message };
-        let comps = match exported.get("components") {
-            Some(Value::Object(m)) => m,
-            Some(_) => return Err(invalid("components is not a struct".into())),
-            None => return Err(invalid("exported value has no components".into())),
-        };
-        let mut components = BTreeMap::new();
-        for (name, objs) in comps {
-            let Value::Object(objs) = objs else {
-                return Err(invalid(format!("component {name:?} is not a struct")));
-            };
-            let mut out = BTreeMap::new();
-            for (key, obj) in objs {
-                if !obj.is_object() {
-                    return Err(invalid(format!("components.{name}.{key} is not an object")));
-                }
-                out.insert(key.clone(), obj.clone());
-            }
-            components.insert(name.clone(), out);
-        }
-        Ok(Self {
-            exported,
-            components,
-        })
-    }
-
-    /// Every object with its component and key, in sorted order.
-    pub fn objects(&self) -> impl Iterator<Item = (&str, &str, &Value)> {
-        self.components
-            .iter()
-            .flat_map(|(c, objs)| objs.iter().map(move |(k, v)| (c.as_str(), k.as_str(), v)))
-    }
-}
-
 /// Identifies a render by its inputs (DESIGN §2): same inputs, same output, no CUE run.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RenderKey {
@@ -212,13 +178,23 @@ pub struct RenderKey {
     pub cue_version: String,
 }
 
+/// Counters for metrics (SPEC §21 cache hits) and tests.
+#[derive(Debug, Default)]
+pub struct RenderStats {
+    /// `cue export` runs started.
+    pub runs: AtomicU64,
+    /// Renders served from the render cache.
+    pub cache_hits: AtomicU64,
+}
+
 /// Runs `cue` and caches successful renders.
 #[derive(Debug)]
 pub struct Renderer {
     config: RenderConfig,
     cue_version: OnceCell<String>,
     cache: Mutex<BTreeMap<RenderKey, (Arc<Rendered>, u64)>>,
-    tick: std::sync::atomic::AtomicU64,
+    tick: AtomicU64,
+    stats: RenderStats,
 }
 
 impl Renderer {
@@ -228,7 +204,12 @@ impl Renderer {
             cue_version: OnceCell::new(),
             cache: Mutex::new(BTreeMap::new()),
             tick: 0.into(),
+            stats: RenderStats::default(),
         }
+    }
+
+    pub fn stats(&self) -> &RenderStats {
+        &self.stats
     }
 
     pub fn config(&self) -> &RenderConfig {
@@ -349,6 +330,7 @@ impl Renderer {
         use std::sync::atomic::Ordering::Relaxed;
         if let Some((hit, used)) = self.lock_cache().get_mut(&key) {
             *used = self.tick.fetch_add(1, Relaxed);
+            self.stats.cache_hits.fetch_add(1, Relaxed);
             return Ok(hit.clone());
         }
         let rendered = Arc::new(render.await?);
@@ -397,7 +379,13 @@ impl Renderer {
         if let Some(c) = &self.config.cue_cache_dir {
             cmd.env("CUE_CACHE_DIR", c);
         }
+        if !dir.is_dir() {
+            return Err(RenderError::Io {
+                message: format!("{} is not a directory", dir.display()),
+            });
+        }
         let started = std::time::Instant::now();
+        self.stats.runs.fetch_add(1, Ordering::Relaxed);
         let mut child = cmd.spawn().map_err(|e| self.spawn_error(e))?;
         let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
             return Err(RenderError::Io {
@@ -494,6 +482,18 @@ mod tests {
             (e.class(), e.reason()),
             (FailureClass::Transient, "RenderFailed")
         );
+        let no_module = "x: import failed: cannot find package \"foo.example/bar\": cannot find module providing package foo.example/bar:";
+        assert_eq!(classify_stderr(no_module).reason(), "ResolutionFailed");
+        let server = "cannot fetch a@v0.2.1: module a@v0.2.1: 503 Service Unavailable: non-JSON error response";
+        assert!(matches!(
+            classify_stderr(server),
+            RenderError::RegistryUnreachable { .. }
+        ));
+        let value = "x: conflicting values \"503 Service Unavailable\" and 1";
+        assert!(matches!(
+            classify_stderr(value),
+            RenderError::Evaluation { .. }
+        ));
         let major = "invalid module file /t/cue.mod/module.cue: cannot make version: mismatched major version suffix";
         assert_eq!(classify_stderr(major).reason(), "ResolutionFailed");
         let eval = "_m.#config.replicas: conflicting values \"x\" and int (mismatched types string and int):\n    ./release.cue:5:5\n";
@@ -520,34 +520,20 @@ mod tests {
         assert!(message.starts_with("line 0\n"));
     }
 
-    #[test]
-    fn exported_kind_is_checked() {
-        let e = Rendered::from_json(br#"{"kind":"Deployment","components":{}}"#).unwrap_err();
-        assert_eq!(
-            e,
-            RenderError::UnsupportedKind {
-                kind: Some("Deployment".into())
-            }
-        );
-        assert_eq!(e.reason(), "UnsupportedKind");
-        let e = Rendered::from_json(br#"{"components":{}}"#).unwrap_err();
-        assert_eq!(e, RenderError::UnsupportedKind { kind: None });
-        let e = Rendered::from_json(br#"{"kind":"ModuleRelease","components":{"a":{"b":1}}}"#)
-            .unwrap_err();
-        assert!(matches!(e, RenderError::InvalidOutput { .. }), "{e:?}");
-        let ok = Rendered::from_json(
-            br#"{"kind":"ModuleRelease","components":{"b":{"y":{"kind":"S"}},"a":{"x":{"kind":"C"}}}}"#,
-        )
-        .unwrap();
-        let keys: Vec<_> = ok.objects().map(|(c, k, _)| format!("{c}/{k}")).collect();
-        assert_eq!(keys, ["a/x", "b/y"]);
-    }
-
+    /// The executable is written by a child process (`install`), never through a file
+    /// descriptor of this multi-threaded test process: a descriptor inherited by a concurrent
+    /// fork would make the exec fail with ETXTBSY.
     fn fake_cue(dir: &Path, script: &str) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt;
+        let src = dir.join("fake-cue.txt");
+        std::fs::write(&src, format!("#!/bin/sh\n{script}\n")).unwrap();
         let p = dir.join("fake-cue");
-        std::fs::write(&p, format!("#!/bin/sh\n{script}\n")).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ok = std::process::Command::new("install")
+            .args(["-m", "755"])
+            .arg(&src)
+            .arg(&p)
+            .status()
+            .unwrap();
+        assert!(ok.success());
         p
     }
 
@@ -605,6 +591,21 @@ mod tests {
             "{message}"
         );
         assert!(message.len() <= 64, "{}", message.len());
+    }
+
+    #[tokio::test]
+    async fn a_successful_run_with_garbage_output_is_invalid_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = RenderConfig::new(fake_cue(dir.path(), "echo 'not json'"));
+        let err = Renderer::new(cfg)
+            .render_package(dir.path())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RenderError::InvalidOutput { .. }), "{err:?}");
+        assert_eq!(
+            (err.class(), err.reason()),
+            (FailureClass::Stalled, "RenderFailed")
+        );
     }
 
     #[tokio::test]

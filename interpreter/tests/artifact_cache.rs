@@ -57,6 +57,10 @@ async fn concurrent_requests_for_one_digest_download_once() {
     assert_eq!(roots.len(), 1, "all callers share one extracted tree");
     assert_eq!(srv.hits("/a"), 1);
     assert_eq!(c.stats().downloads.load(Ordering::Relaxed), 1);
+    assert_eq!(
+        c.stats().bytes_downloaded.load(Ordering::Relaxed),
+        a.len() as u64
+    );
     // A later request is a hit, with no HTTP request at all.
     c.get(&url, &d).await.unwrap();
     assert_eq!(srv.hits("/a"), 1);

@@ -6,7 +6,8 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use opm_operator::FailureClass;
-use opm_operator::extract::{ArchiveFormat, ExtractError, ExtractLimits, extract, resolve_path};
+use opm_operator::extract::{ArchiveFormat, ExtractError, ExtractLimits, extract};
+use opm_operator::release_path::resolve_path;
 use support::{RawEntry, ZipEntry, dir, file, names_in, special, symlink, tar_gz, zip_bytes};
 use tar::EntryType;
 
@@ -71,6 +72,7 @@ fn a_normal_tarball_extracts_and_resolves() {
             &tar_gz(&[
                 dir("./"),
                 dir("./apps/"),
+                file("./old-style-dir/", b""),
                 file("./apps/web/release.cue", b"package release\n"),
                 file("apps/web/../other/a.cue", b"x"),
                 symlink("apps/current", "web"),
@@ -81,7 +83,8 @@ fn a_normal_tarball_extracts_and_resolves() {
         )
         .expect("extract");
     assert_eq!(stats.format, ArchiveFormat::TarGz);
-    assert_eq!(stats.entries, 7);
+    assert_eq!(stats.entries, 8);
+    assert!(scene.dest().join("old-style-dir").is_dir());
     assert_eq!(stats.bytes, 16 + 1 + 10);
     let root = scene.dest();
     assert_eq!(names_in(&root.join("apps")), ["current", "other", "web"]);
@@ -424,4 +427,47 @@ fn a_symlink_without_target_is_refused() {
         ),
         "{err:?}"
     );
+}
+
+/// A PAX `path` record, as tar writers put it in an extended header before an entry.
+fn pax_path(value: &str) -> Vec<u8> {
+    let body = format!(" path={value}\n");
+    // The length counts its own digits.
+    let mut len = body.len() + 1;
+    while format!("{len}{body}").len() != len {
+        len += 1;
+    }
+    format!("{len}{body}").into_bytes()
+}
+
+#[test]
+fn escaping_names_hidden_in_pax_or_gnu_long_name_records_are_refused() {
+    let mut pax = special("PaxHeaders/ok", EntryType::XHeader, None);
+    pax.data = pax_path("../pax-evil");
+    let err = refused_tar(&[pax, file("ok", b"x")]);
+    assert_eq!(
+        err,
+        ExtractError::EscapingName {
+            name: "../pax-evil".into()
+        }
+    );
+
+    let long = format!("{}/../../../gnu-evil", "d".repeat(120));
+    let mut gnu = special("././@LongLink", EntryType::GNULongName, None);
+    gnu.data = format!("{long}\0").into_bytes();
+    let err = refused_tar(&[gnu, file("short", b"x")]);
+    assert_eq!(err, ExtractError::EscapingName { name: long });
+
+    // The same records with harmless names extract under those names.
+    let scene = Scene::new();
+    let mut pax = special("PaxHeaders/ok", EntryType::XHeader, None);
+    pax.data = pax_path("deep/pax-name");
+    scene
+        .run(&tar_gz(&[pax, file("ok", b"x")]), &ExtractLimits::default())
+        .unwrap();
+    assert_eq!(
+        std::fs::read(scene.dest().join("deep/pax-name")).unwrap(),
+        b"x"
+    );
+    assert!(!scene.dest().join("ok").exists());
 }

@@ -199,3 +199,25 @@ async fn oversize_downloads_are_invalid_with_or_without_content_length() {
             .is_ok()
     );
 }
+
+#[tokio::test]
+async fn a_body_that_stalls_mid_stream_times_out() {
+    let srv = TestServer::start(vec![(
+        "/stall",
+        Route::Stall(vec![1u8; 10_000], Duration::from_secs(10)),
+    )])
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let err = fetcher(Duration::from_millis(400), 1024 * 1024)
+        .fetch(&srv.url("/stall"), &digest_of(b"x"), tmp.path())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, FetchError::Timeout { .. }), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(names_in(tmp.path()).is_empty());
+}

@@ -5,6 +5,7 @@ mod support;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use opm_operator::FailureClass;
@@ -320,6 +321,8 @@ async fn renders_are_cached_by_their_inputs() {
         .await
         .unwrap();
     assert!(Arc::ptr_eq(&a, &b), "same inputs: no second cue run");
+    assert_eq!(r.stats().runs.load(Ordering::Relaxed), 1);
+    assert_eq!(r.stats().cache_hits.load(Ordering::Relaxed), 1);
     let c = r
         .render_module_cached(&m, &json!({"replicas": 4}), &identity())
         .await
@@ -360,5 +363,51 @@ async fn renders_are_cached_by_their_inputs() {
         r.render_package_cached(&other, "apps/web", &dir)
             .await
             .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_registry_answering_503_is_transient() {
+    // A real HTTP server standing in for a registry that is up but failing.
+    let app = axum::Router::new()
+        .fallback(|| async { (axum::http::StatusCode::SERVICE_UNAVAILABLE, "busy") });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let cache = tempfile::tempdir().unwrap();
+    let mut cfg = RenderConfig::new(cue_bin());
+    cfg.registry = Some(format!("{addr}+insecure"));
+    cfg.cue_cache_dir = Some(cache.path().to_path_buf());
+    let err = Renderer::new(cfg)
+        .render_module(&module("v0.2.1"), &json!({}), &identity())
+        .await
+        .unwrap_err();
+    let RenderError::RegistryUnreachable { message } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(message.contains("503 Service Unavailable"), "{message}");
+    assert_eq!(err.class(), FailureClass::Transient);
+    server.abort();
+}
+
+#[tokio::test]
+async fn an_import_no_module_provides_is_a_resolution_failure() {
+    let body = RELEASE_OK.replacen(
+        "package release\n",
+        "package release\n\nimport \"missing.example/lib\"\n\nx: lib.y\n",
+        1,
+    );
+    let pkg = release_package(&body);
+    let cache = tempfile::tempdir().unwrap();
+    let err = renderer(None, cache.path())
+        .render_package(&pkg.path().join("apps/web"))
+        .await
+        .unwrap_err();
+    let RenderError::Resolution { message } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        message.contains("cannot find module providing package missing.example/lib"),
+        "{message}"
     );
 }

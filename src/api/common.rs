@@ -8,6 +8,9 @@ pub(crate) fn any_json(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "x-kubernetes-preserve-unknown-fields": true })
 }
 
+/// What the API server accepts for `interval` and `timeout` (Go's duration syntax).
+pub const GO_DURATION: &str = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$";
+
 /// `spec.module` of a ModuleRelease.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -79,9 +82,11 @@ pub struct ReleaseCommon {
     pub depends_on: Vec<DependencyRef>,
     /// Go duration string (`5m`, `1h30m`); default 5m, minimum 10s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(GO_DURATION))]
     pub interval: Option<String>,
     /// Go duration string; deadline of one attempt, default 5m.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(GO_DURATION))]
     pub timeout: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prune: bool,

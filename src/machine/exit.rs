@@ -22,7 +22,8 @@ impl Attempt {
                 event_type,
                 reason: reason.to_string(),
                 action: action_for(reason).to_string(),
-                note: note.to_string(),
+                // events.k8s.io/v1 rejects notes over 1 KiB.
+                note: crate::conditions::truncate(note, crate::constants::EVENT_NOTE_MAX),
             },
         });
     }
@@ -252,11 +253,7 @@ impl Attempt {
             s,
             After::Done(DoneInfo {
                 outcome,
-                reason: if outcome == Outcome::Applied {
-                    reasons::APPLIED
-                } else {
-                    reasons::PRUNED
-                },
+                reason: reasons::SUCCEEDED,
                 requeue,
                 metrics,
             }),

@@ -25,7 +25,10 @@ impl Attempt {
         // The object's own identity wins over the key it was queued under.
         let mut k = obj.key();
         if k.name.is_empty() {
-            k = key;
+            k.name = key.name;
+        }
+        if k.namespace.is_empty() {
+            k.namespace = key.namespace;
         }
         self.ctx = Ctx::from_object(k, &obj);
         self.deadline = add(self.start, self.ctx.timeout);

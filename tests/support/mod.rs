@@ -396,13 +396,14 @@ pub fn run(cfg: &Config, object: ReleaseObject, canned: &Canned, start: Timestam
             }
         }
         let mut d = canned.latency;
-        if let Some((k, extra)) = canned.slow {
-            if last.kind() == k {
-                d += extra;
-            }
+        if let Some((k, extra)) = canned.slow
+            && last.kind() == k
+        {
+            d += extra;
         }
         now = now.checked_add(d).unwrap();
         let input = Input::new(now, canned.respond(&last, &uuid));
+        assert_eq!(last.answered_by(), Some(input.kind.name()));
         recorder.input(&input);
         inputs.push(input.clone());
         batch = attempt.step(input).expect("input accepted");

@@ -160,6 +160,8 @@ pub enum Route {
     Slow(Duration, Vec<u8>),
     /// Sends the first bytes, then breaks the stream.
     Broken(Vec<u8>),
+    /// Sends the first bytes, then goes silent for the duration before finishing.
+    Stall(Vec<u8>, Duration),
 }
 
 /// A real HTTP server (axum on hyper) on 127.0.0.1; counts requests per path.
@@ -237,6 +239,15 @@ async fn respond(route: Option<Route>) -> Response {
                 .map(|c| Ok(Bytes::copy_from_slice(c)))
                 .collect();
             Response::new(Body::from_stream(futures_util::stream::iter(chunks)))
+        }
+        Some(Route::Stall(b, pause)) => {
+            use futures_util::StreamExt;
+            let first = futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from(b))]);
+            let rest = futures_util::stream::once(async move {
+                tokio::time::sleep(pause).await;
+                Ok(Bytes::from_static(b"end"))
+            });
+            Response::new(Body::from_stream(first.chain(rest)))
         }
         Some(Route::Broken(b)) => {
             use futures_util::StreamExt;

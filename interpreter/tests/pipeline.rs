@@ -1,0 +1,117 @@
+//! The executors chained as a `Release` reconcile uses them: a tar.gz artifact served over real
+//! HTTP → cache (download, verify, extract) → `spec.path` → real `cue` → Secret redaction.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use opm_operator::artifact_cache::{ArtifactCache, CacheLimits};
+use opm_operator::extract::ExtractLimits;
+use opm_operator::fetch::{FetchConfig, Fetcher};
+use opm_operator::render::{RenderConfig, Renderer};
+use support::cue::cue_bin;
+use support::{Route, TestServer, digest_of, dir, file, tar_gz};
+
+const RELEASE: &str = r#"package release
+
+kind: "ModuleRelease"
+metadata: {name: "shop", namespace: "prod"}
+_ns: metadata.namespace
+components: {
+	db: {
+		secret: {
+			apiVersion: "v1"
+			kind:       "Secret"
+			metadata: name: "shop-db"
+			stringData: password: "s3cr3t-value"
+		}
+		config: {
+			apiVersion: "v1"
+			kind:       "ConfigMap"
+			metadata: name: "shop-db"
+			data: host: "db.\(_ns)"
+		}
+	}
+}
+"#;
+
+#[tokio::test]
+async fn a_release_artifact_goes_from_http_to_redacted_objects() {
+    let artifact = tar_gz(&[
+        dir("cue.mod/"),
+        file(
+            "cue.mod/module.cue",
+            b"module: \"test.example/shop@v0\"\nlanguage: version: \"v0.17.0\"\n",
+        ),
+        dir("deploy/"),
+        file("deploy/prod/release.cue", RELEASE.as_bytes()),
+        file("deploy/README.md", b"no release here"),
+    ]);
+    let digest = digest_of(&artifact);
+    let srv = TestServer::start(vec![("/shop.tar.gz", Route::Bytes(artifact))]).await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let fetcher = Fetcher::new(FetchConfig {
+        timeout: Duration::from_secs(10),
+        max_bytes: 1 << 20,
+    })
+    .unwrap();
+    let cache = ArtifactCache::new(
+        cache_dir.path(),
+        fetcher,
+        ExtractLimits::default(),
+        CacheLimits::default(),
+    )
+    .unwrap();
+    let mut cfg = RenderConfig::new(cue_bin());
+    cfg.cue_cache_dir = Some(cache_dir.path().join("cue"));
+    let renderer = Renderer::new(cfg);
+
+    let handle = cache
+        .get(&srv.url("/shop.tar.gz"), &digest)
+        .await
+        .expect("artifact");
+    assert_eq!(
+        handle.resolve("deploy").unwrap_err().reason(),
+        "ReleaseFileNotFound"
+    );
+    assert_eq!(
+        handle.resolve("deploy/staging").unwrap_err().reason(),
+        "PathNotFound"
+    );
+    let dir = handle.resolve("./deploy/prod").expect("path");
+    let rendered = renderer
+        .render_package_cached(&digest, "./deploy/prod", &dir)
+        .await
+        .expect("render");
+
+    let mut rendered = Arc::unwrap_or_clone(rendered);
+    let secrets = rendered.redact_secrets();
+    assert_eq!(secrets.len(), 1);
+    let objects: Vec<String> = rendered
+        .objects()
+        .map(|(c, k, o)| format!("{c}/{k}={}", o["kind"]))
+        .collect();
+    assert_eq!(objects, ["db/config=\"ConfigMap\"", "db/secret=\"Secret\""]);
+    assert_eq!(
+        rendered.components["db"]["config"]["data"]["host"],
+        "db.prod"
+    );
+    let redacted = serde_json::to_string(&rendered.exported).unwrap();
+    assert!(!redacted.contains("s3cr3t-value"), "{redacted}");
+    let mut secret = rendered.components["db"]["secret"].clone();
+    secrets.restore(&mut secret).unwrap();
+    assert_eq!(secret["stringData"]["password"], "s3cr3t-value");
+
+    // A second reconcile of the same artifact costs neither a download nor a cue run.
+    let again = cache.get(&srv.url("/shop.tar.gz"), &digest).await.unwrap();
+    let dir = again.resolve("./deploy/prod").unwrap();
+    std::fs::write(dir.join("release.cue"), "not cue at all {").unwrap();
+    assert!(
+        renderer
+            .render_package_cached(&digest, "./deploy/prod", &dir)
+            .await
+            .is_ok()
+    );
+    assert_eq!(srv.hits("/shop.tar.gz"), 1);
+}
