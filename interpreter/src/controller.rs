@@ -62,9 +62,11 @@ fn trigger_hash<K: Resource>(obj: &K) -> Option<u64> {
     m.generation.hash(&mut h);
     let deleting = m.deletion_timestamp.is_some();
     deleting.hash(&mut h);
-    m.finalizers.hash(&mut h);
     let annotations = m.annotations.clone().unwrap_or_default();
     if deleting {
+        // Our own finalizer edit while live must not start a second attempt; while
+        // deleting, finalizer and annotation changes (e.g. the orphan annotation) must.
+        m.finalizers.hash(&mut h);
         annotations.hash(&mut h);
     } else {
         annotations.get(REQUESTED_AT_ANNOTATION).hash(&mut h);

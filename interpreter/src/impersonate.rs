@@ -22,6 +22,7 @@ pub struct RequestCounts {
     put: AtomicU64,
     patch: AtomicU64,
     delete: AtomicU64,
+    events: AtomicU64,
 }
 
 /// A snapshot of [`RequestCounts`].
@@ -32,17 +33,19 @@ pub struct CountSnapshot {
     pub put: u64,
     pub patch: u64,
     pub delete: u64,
+    /// Event writes (events.k8s.io), kept apart: they record, they change no object.
+    pub events: u64,
 }
 
 impl CountSnapshot {
-    /// Requests that can change state (POST, PUT, PATCH, DELETE). A dry-run is a POST or
-    /// PATCH too; callers that need to tell them apart subtract what they expect.
+    /// Requests that change an object (POST, PUT, PATCH, DELETE), not counting dry-runs
+    /// (counted as reads) nor event writes (counted in `events`).
     pub fn writes(&self) -> u64 {
         self.post + self.put + self.patch + self.delete
     }
 
     pub fn total(&self) -> u64 {
-        self.get + self.writes()
+        self.get + self.writes() + self.events
     }
 
     /// Requests sent between `earlier` and `self`.
@@ -53,15 +56,18 @@ impl CountSnapshot {
             put: self.put - earlier.put,
             patch: self.patch - earlier.patch,
             delete: self.delete - earlier.delete,
+            events: self.events - earlier.events,
         }
     }
 }
 
 impl RequestCounts {
-    fn record(&self, method: &Method, dry_run: bool) {
+    fn record(&self, method: &Method, dry_run: bool, event: bool) {
         // Dry-runs change nothing; they are counted as reads so `writes()` means writes.
-        let slot = if dry_run {
+        let slot = if dry_run || *method == Method::GET {
             &self.get
+        } else if event {
+            &self.events
         } else {
             match *method {
                 Method::POST => &self.post,
@@ -81,6 +87,7 @@ impl RequestCounts {
             put: self.put.load(Ordering::Relaxed),
             patch: self.patch.load(Ordering::Relaxed),
             delete: self.delete.load(Ordering::Relaxed),
+            events: self.events.load(Ordering::Relaxed),
         }
     }
 }
@@ -89,7 +96,8 @@ impl RequestCounts {
 pub fn counted_client(config: Config, counts: Arc<RequestCounts>) -> Result<Client, kube::Error> {
     let layer = tower::util::MapRequestLayer::new(move |req: Request<Body>| {
         let dry_run = req.uri().query().is_some_and(|q| q.contains("dryRun=All"));
-        counts.record(req.method(), dry_run);
+        let event = req.uri().path().starts_with("/apis/events.k8s.io/");
+        counts.record(req.method(), dry_run, event);
         req
     });
     Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())

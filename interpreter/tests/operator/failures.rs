@@ -47,7 +47,8 @@ async fn an_invalid_object_stalls_as_apply_failed() {
             .message
             .contains("Not_A_Valid_Name")
     );
-    assert_eq!(s.failure_counters.apply, 1);
+    // At least this attempt; a source event may have started a second one meanwhile.
+    assert!(s.failure_counters.apply >= 1);
     assert!(s.inventory.is_none());
     op.stop().await;
 }

@@ -490,7 +490,8 @@ async fn drift_is_reported_in_warn_mode_and_corrected_in_correct_mode() {
             &ns.name,
             "fix",
             json!({"message": "desired"}),
-            json!({"driftDetection": {"mode": "Correct"}}),
+            // A hand edit (an Update) takes the field's ownership: taking it back needs force.
+            json!({"driftDetection": {"mode": "Correct"}, "rollout": {"forceConflicts": true}}),
         ),
     )
     .await;
@@ -506,6 +507,9 @@ async fn drift_is_reported_in_warn_mode_and_corrected_in_correct_mode() {
         .await
         .unwrap();
     }
+    // A deleted managed object is drift too.
+    let svcs = Api::<k8s_openapi::api::core::v1::Service>::namespaced(ns.client.clone(), &ns.name);
+    svcs.delete("fix", &DeleteParams::default()).await.unwrap();
     for name in ["warn", "fix"] {
         patch_mr(
             &ns.client,
@@ -539,6 +543,10 @@ async fn drift_is_reported_in_warn_mode_and_corrected_in_correct_mode() {
     assert_eq!(
         cms.get("fix-config").await.unwrap().data.unwrap()["message"],
         "desired"
+    );
+    assert!(
+        svcs.get_opt("fix").await.unwrap().is_some(),
+        "deleted Service re-created"
     );
     op.stop().await;
 }
