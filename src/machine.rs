@@ -17,6 +17,7 @@ mod ctx;
 mod deleting;
 mod exit;
 mod flow;
+mod suspend;
 
 use ctx::Ctx;
 

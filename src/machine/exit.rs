@@ -55,7 +55,7 @@ impl Attempt {
         self.phase = Phase::Finished;
     }
 
-    fn reconcile_metric(&self, outcome: Outcome) -> Metric {
+    pub(super) fn reconcile_metric(&self, outcome: Outcome) -> Metric {
         Metric::Reconcile {
             outcome,
             duration: self.elapsed(),
@@ -290,42 +290,6 @@ impl Attempt {
                 outcome: Outcome::NoOp,
                 reason: reasons::NO_OP,
                 requeue,
-                metrics,
-            }),
-        );
-    }
-
-    /// SPEC §13: Ready=False/Suspended, Reconciling and Stalled removed, event on the
-    /// transition only, everything else kept, no requeue.
-    pub(super) fn suspend_exit(&mut self) {
-        let msg = "Reconciliation is suspended";
-        let was = self
-            .ctx
-            .persisted
-            .conditions
-            .iter()
-            .any(|p| p.type_ == ct::READY && p.reason == reasons::SUSPENDED);
-        let c = &mut self.ctx.conds;
-        c.set(ct::READY, FALSE, reasons::SUSPENDED, msg);
-        c.remove(ct::RECONCILING);
-        c.remove(ct::STALLED);
-        if !was {
-            self.event(EventType::Normal, reasons::SUSPENDED, msg);
-        }
-        let mut s = self.ctx.persisted.clone();
-        s.observed_generation = self.ctx.generation;
-        s.conditions = self.ctx.conds.finalize(
-            &self.ctx.persisted.conditions,
-            self.now,
-            self.ctx.generation,
-        );
-        let metrics = vec![self.reconcile_metric(Outcome::NoOp)];
-        self.commit(
-            s,
-            After::Done(DoneInfo {
-                outcome: Outcome::NoOp,
-                reason: reasons::SUSPENDED,
-                requeue: None,
                 metrics,
             }),
         );

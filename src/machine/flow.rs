@@ -69,19 +69,7 @@ impl Attempt {
         if self.ctx.common.suspend {
             return self.suspend_exit();
         }
-        if self
-            .ctx
-            .persisted
-            .conditions
-            .iter()
-            .any(|c| c.type_ == ct::READY && c.reason == reasons::SUSPENDED)
-        {
-            self.event(
-                EventType::Normal,
-                reasons::RESUMED,
-                "Reconciliation resumed",
-            );
-        }
+        self.announce_resume();
         if self.ctx.common.depends_on.is_empty() {
             return self.mark_and_source();
         }
