@@ -102,8 +102,12 @@ async fn main() -> std::process::ExitCode {
             init_render_logging();
             render(args).await
         }
-        // `run` installs its own subscriber (`--log-format`).
-        Command::Run(args) => opm_operator::run::run(*args).await,
+        // `run` installs its own subscriber (`--log-format`), and exits without waiting for
+        // detached tasks (watches, endpoints) once the controllers have stopped.
+        Command::Run(args) => match opm_operator::run::run(*args).await {
+            Ok(()) => std::process::exit(0),
+            Err(e) => Err(e),
+        },
         Command::Crds => opm_operator::crds::yaml()
             .map(|y| print!("{y}"))
             .map_err(anyhow::Error::from),

@@ -77,6 +77,10 @@ pub struct RunArgs {
     pub leader_elect: bool,
 }
 
+/// How long in-flight attempts may run after SIGTERM (within Kubernetes' default 30s
+/// termination grace period).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
 /// Parses `30s`, `5m`, `1h`, `250ms` or plain seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -99,7 +103,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
@@ -200,7 +206,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         });
     }
     tracing::info!(concurrency = args.concurrency, "opm-operator starting");
-    controller::run(rt, settings, signal_shutdown()).await;
+    let shutdown = signal_shutdown();
+    let grace = shutdown
+        .clone()
+        .then(|()| tokio::time::sleep(SHUTDOWN_GRACE));
+    tokio::select! {
+        () = controller::run(rt, settings, shutdown) => {}
+        () = grace => tracing::warn!(
+            grace = ?SHUTDOWN_GRACE,
+            "in-flight attempts did not finish in time; exiting"
+        ),
+    }
     Ok(())
 }
 

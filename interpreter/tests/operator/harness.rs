@@ -369,6 +369,17 @@ impl Package {
             .map(|(p, c)| Entry::new(*p, c.as_bytes().to_vec()))
             .collect();
         let bytes = tar_gz(&entries).expect("tar.gz");
+        self.publish_bytes(client, ns, source, bytes).await
+    }
+
+    /// Serves `bytes` as the artifact of `source` (created when absent).
+    pub async fn publish_bytes(
+        &self,
+        client: &Client,
+        ns: &str,
+        source: &str,
+        bytes: Vec<u8>,
+    ) -> Artifact {
         let path = format!(
             "{ns}/{source}/{}.tar.gz",
             opm_testenv::archive::sha256_digest(&bytes)

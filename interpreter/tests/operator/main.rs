@@ -2,6 +2,7 @@
 //! runs in-process through the same code path as `opm-operator run`, real `cue`, real
 //! `cue mod registry`, real HTTP artifacts. One API server for this whole binary.
 
+mod artifacts;
 mod failures;
 mod harness;
 mod identity;
