@@ -91,6 +91,21 @@ async fn module_release_reaches_ready_with_its_ledger_and_first_success_events()
         &[("outcome", "applied")],
     );
     assert_eq!(applied_total, Some(1.0));
+    // Our own finalizer and status writes start no further attempt.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for outcome in ["no_op", "applied", "failed_transient", "failed_stalled"] {
+        let n = op.rt.metrics.get(
+            "opm_controller_reconcile_total",
+            &key,
+            &[("outcome", outcome)],
+        );
+        let expected = if outcome == "applied" {
+            Some(1.0)
+        } else {
+            None
+        };
+        assert_eq!(n, expected, "attempts with outcome {outcome}");
+    }
     assert_eq!(
         op.rt
             .metrics
