@@ -76,10 +76,13 @@ impl TestEnv {
             .try_clone()
             .map_err(|e| Error::io("clone log file", e))?;
         let mut cmd = Command::new(&bin);
+        // The server removes the whole directory itself when it exits, even when this
+        // process is killed and cannot.
         cmd.arg("--kubeconfig-out")
             .arg(&kubeconfig)
             .arg("--data-dir")
-            .arg(dir.path().join("data"))
+            .arg(dir.path())
+            .arg("--remove-data-dir")
             .arg("--watch-stdin")
             .stdin(Stdio::piped())
             .stdout(out)

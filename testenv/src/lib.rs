@@ -10,6 +10,7 @@
 //! - [`CueRegistry`]: `cue mod registry` with the example modules published; [`cue`] runs
 //!   the real binary.
 //! - [`tools`]: where the pinned tools are (`./tools/install` puts them there).
+//! - [`wait::eventually`]: poll until a condition holds.
 //!
 //! Everything started here is stopped when the test binary exits (child processes
 //! terminated, temporary directories removed), and children die with the test binary
@@ -26,6 +27,7 @@ mod process;
 pub mod rbac;
 pub mod registry;
 pub mod tools;
+pub mod wait;
 
 pub use artifacts::{ArtifactServer, Fault};
 pub use crds::{flux_source_crds, install_crds, load_crds_from_dir};

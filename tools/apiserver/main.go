@@ -32,18 +32,21 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 )
 
 type options struct {
 	dataDir        string
 	keepData       bool
+	removeDataDir  bool
 	kubeconfigOut  string
 	readyFile      string
 	watchStdin     bool
@@ -64,6 +67,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.dataDir, "data-dir", "", "directory for etcd data, certificates and keys (default: a new temporary directory)")
 	flag.BoolVar(&o.keepData, "keep-data", false, "do not remove the data directory on exit")
+	flag.BoolVar(&o.removeDataDir, "remove-data-dir", false, "remove the whole --data-dir on exit (default: only what this program created in it)")
 	flag.StringVar(&o.kubeconfigOut, "kubeconfig-out", "", "path to write the admin kubeconfig to once the server is ready (required)")
 	flag.StringVar(&o.readyFile, "ready-file", "", "optional path to write the server URL to once ready")
 	flag.BoolVar(&o.watchStdin, "watch-stdin", false, "shut down when stdin reaches EOF (the parent closed it or died)")
@@ -94,7 +98,7 @@ func run(o options) int {
 	}
 	cleanup := func() {
 		if !o.keepData {
-			if createdDir {
+			if createdDir || o.removeDataDir {
 				_ = os.RemoveAll(o.dataDir)
 			} else {
 				for _, sub := range []string{"etcd", "pki"} {
@@ -113,6 +117,22 @@ func run(o options) int {
 		etcd.Close()
 		cleanup()
 	})
+
+	// The API server exits through klog.Fatal when, e.g., it is stopped while its
+	// post-start hooks still run; clean up on that path too.
+	klog.OsExit = func(code int) {
+		done := make(chan struct{})
+		go func() {
+			stopEtcd()
+			_ = os.Remove(o.kubeconfigOut)
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+		os.Exit(code)
+	}
 
 	pki, err := writePKI(filepath.Join(o.dataDir, "pki"))
 	if err != nil {
@@ -154,8 +174,11 @@ func run(o options) int {
 
 	// The API server command installs its own SIGTERM/SIGINT handler (which cancels its
 	// context); we listen as well, to bound the time a shutdown may take.
+	// That handler exits at once, without cleanup, on a *second* signal, so we send
+	// ourselves at most one, and none when a signal has already arrived.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	var signalled atomic.Bool
 	shutdown := sync.OnceFunc(func() {
 		go func() {
 			time.Sleep(o.shutdownWindow)
@@ -166,11 +189,20 @@ func run(o options) int {
 	})
 	go func() {
 		<-sigs
+		signalled.Store(true)
 		shutdown()
 	}()
+	var selfOnce sync.Once
 	selfTerminate := func(why string) {
-		fmt.Fprintf(os.Stderr, "opm-test-apiserver: %s, shutting down\n", why)
-		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		selfOnce.Do(func() {
+			// A dying parent may also signal us (PR_SET_PDEATHSIG): give it a moment.
+			time.Sleep(200 * time.Millisecond)
+			if signalled.Load() {
+				return
+			}
+			fmt.Fprintf(os.Stderr, "opm-test-apiserver: %s, shutting down\n", why)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		})
 	}
 	if o.watchStdin {
 		go func() {

@@ -1,0 +1,137 @@
+# Shared by hack/demo and hack/check-deploy (sourced, not run): a scratch directory,
+# background processes that are always stopped, waits with clear errors, and the test
+# API server. The caller sets `root` (the repository) before sourcing.
+# shellcheck shell=bash
+
+if [[ -t 1 ]]; then
+	bold=$'\e[1m' dim=$'\e[2m' red=$'\e[31m' green=$'\e[32m' reset=$'\e[0m'
+else
+	bold='' dim='' red='' green='' reset=''
+fi
+step() { printf '%s==> %s%s\n' "$bold" "$*" "$reset"; }
+info() { printf '%s    %s%s\n' "$dim" "$*" "$reset"; }
+fail() {
+	printf '%s%s: error: %s%s\n' "$red" "${prog:-hack}" "$*" "$reset" >&2
+	exit 1
+}
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/opm-${prog##*/}.XXXXXX")"
+logs="$work/logs"
+mkdir -p "$logs"
+pids=()
+names=()
+
+# Stops what we started (newest first: the operator before the API server it talks to),
+# keeps the logs when something went wrong, and removes the scratch directory.
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	local i pid
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		pid="${pids[i]}"
+		kill -TERM "$pid" 2>/dev/null || continue
+		# The API server takes a few seconds to stop etcd cleanly.
+		for _ in $(seq 1 100); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.2
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "${prog:-hack}: ${names[i]} (pid $pid) did not stop; killing it" >&2
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+		wait "$pid" 2>/dev/null || true
+	done
+	# Ctrl-C (130) and SIGTERM (143) are how a user stops us, not failures.
+	if ((rc != 0 && rc != 130 && rc != 143)) && [[ -d "$logs" ]]; then
+		local kept f
+		kept="$(mktemp -d "${TMPDIR:-/tmp}/opm-${prog##*/}-logs.XXXXXX")"
+		cp -r "$logs/." "$kept/"
+		for f in "$kept"/*.log; do
+			[[ -s "$f" ]] || continue
+			printf '%s--- last lines of %s ---%s\n' "$dim" "$(basename "$f")" "$reset" >&2
+			tail -n 15 "$f" >&2
+		done
+		printf '%s%s failed (exit %d); logs kept in %s%s\n' "$red" "${prog:-hack}" "$rc" "$kept" "$reset" >&2
+	fi
+	rm -rf "$work"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'printf "\n%s: stopping\n" "${prog:-hack}" >&2; exit 130' INT
+trap 'exit 143' TERM
+
+# start <name> <command...>: runs it in the background, output in $logs/<name>.log.
+start() {
+	local name="$1"
+	shift
+	"$@" >"$logs/$name.log" 2>&1 &
+	pids+=("$!")
+	names+=("$name")
+}
+
+# alive <name> <pid>: fails when the process has gone away.
+alive() {
+	kill -0 "$2" 2>/dev/null || fail "$1 exited early (log: $logs/$1.log)"
+}
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# wait_for <name> <seconds> <pid> <command...>: polls the command until it succeeds, as long
+# as the process <pid> lives.
+wait_for() {
+	local what="$1" secs="$2" pid="$3"
+	shift 3
+	local deadline=$((SECONDS + secs))
+	until "$@" >/dev/null 2>&1; do
+		alive "$what" "$pid"
+		((SECONDS < deadline)) || fail "$what not ready after ${secs}s (log: $logs/$what.log)"
+		sleep 0.25
+	done
+}
+
+# ensure_tools: installs the pinned tools when missing and exports OPM_* paths.
+ensure_tools() {
+	if ! "$root/tools/install" --check >/dev/null 2>&1; then
+		info "missing; building them with tools/install (once; a cold build takes several minutes)"
+		"$root/tools/install" >&2 || fail "tools/install failed"
+	fi
+	eval "$("$root/tools/install" --env 2>/dev/null)"
+	local v
+	for v in OPM_CUE_BIN OPM_APISERVER_BIN OPM_KUBECTL_BIN; do
+		[[ -x "${!v}" ]] || fail "$v=${!v} is not executable; run tools/install"
+	done
+	[[ -d "$OPM_FLUX_CRDS_DIR" ]] || fail "OPM_FLUX_CRDS_DIR=$OPM_FLUX_CRDS_DIR is missing; run tools/install"
+	command -v python3 >/dev/null || fail "python3 is needed (free ports, the artifact HTTP server)"
+	command -v curl >/dev/null || fail "curl is needed (probes)"
+}
+
+# The admin kubectl of the scratch cluster.
+kubectl() { "$OPM_KUBECTL_BIN" --kubeconfig "$work/kubeconfig" "$@"; }
+
+# start_apiserver: etcd + kube-apiserver; the admin kubeconfig is $work/kubeconfig.
+start_apiserver() {
+	start apiserver "$OPM_APISERVER_BIN" --kubeconfig-out "$work/kubeconfig" --data-dir "$work/apiserver"
+	wait_for apiserver 120 "${pids[-1]}" test -s "$work/kubeconfig"
+	info "$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}') (kubeconfig $work/kubeconfig)"
+}
+
+# sa_kubeconfig <namespace> <name> <file>: a kubeconfig holding a token of that
+# ServiceAccount (TokenRequest API), for running something with exactly its rights.
+sa_kubeconfig() {
+	local ns="$1" sa="$2" out="$3" token server
+	token="$(kubectl -n "$ns" create token "$sa" --duration=2h)" ||
+		fail "cannot create a token for $ns/$sa"
+	kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' |
+		base64 -d >"$work/ca.crt"
+	server="$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
+	{
+		"$OPM_KUBECTL_BIN" --kubeconfig "$out" config set-cluster scratch --server="$server" \
+			--certificate-authority="$work/ca.crt" --embed-certs
+		"$OPM_KUBECTL_BIN" --kubeconfig "$out" config set-credentials "$sa" --token="$token"
+		"$OPM_KUBECTL_BIN" --kubeconfig "$out" config set-context scratch --cluster=scratch \
+			--user="$sa" --namespace="$ns"
+		"$OPM_KUBECTL_BIN" --kubeconfig "$out" config use-context scratch
+	} >/dev/null
+}
