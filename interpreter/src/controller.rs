@@ -23,7 +23,7 @@ use kube::{Resource, ResourceExt};
 use opm_core::api::{ModuleRelease, Release};
 use opm_core::constants::{FLUX_SOURCE_API_VERSION, REQUESTED_AT_ANNOTATION, SOURCE_KINDS};
 use opm_core::outcome::reasons;
-use opm_core::{Kind, ReleaseKey, ReleaseObject};
+use opm_core::{ReleaseKey, ReleaseObject};
 use serde_json::Value;
 
 use crate::driver::{self, DriverError, Runtime};
@@ -315,9 +315,4 @@ async fn drain<T, E: std::fmt::Display>(
             Err(e) => tracing::debug!(error = %e, "trigger watch error"),
         }
     }
-}
-
-/// The kind of a release key, for logs.
-pub fn kind_name(kind: Kind) -> &'static str {
-    kind.as_str()
 }

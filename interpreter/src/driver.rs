@@ -29,7 +29,7 @@ use crate::impersonate::Clients;
 use crate::local::Local;
 use crate::metrics::Metrics;
 use crate::secrets::SecretTable;
-use crate::{api_error, deps, drift, finalizer, prune, releases, service_account, source, status};
+use crate::{deps, drift, finalizer, prune, releases, service_account, source, status};
 
 /// How long finishing effects (status patch, finalizer removal) may take: the core never
 /// cuts them short by the attempt deadline.
@@ -486,9 +486,4 @@ impl Trace {
             tracing::warn!(path = %path.display(), error = %e, "writing the trace failed");
         }
     }
-}
-
-/// Maps a read error for logs.
-pub fn describe(e: &kube::Error) -> ApiError {
-    api_error::from_kube(e)
 }

@@ -92,15 +92,52 @@ impl RequestCounts {
     }
 }
 
+/// Client-side request limit (`--kube-api-qps`, `--kube-api-burst`): at most `burst`
+/// requests per `burst / qps` seconds, per client (a fixed window, so the average rate is
+/// `qps` and short bursts up to `burst` pass at once).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    pub qps: f32,
+    pub burst: u32,
+}
+
+impl RateLimit {
+    fn window(&self) -> Option<(u64, std::time::Duration)> {
+        if self.qps <= 0.0 || self.burst == 0 {
+            return None;
+        }
+        let secs = f64::from(self.burst) / f64::from(self.qps);
+        Some((
+            u64::from(self.burst),
+            std::time::Duration::from_secs_f64(secs),
+        ))
+    }
+}
+
 /// Builds a client from `config` whose requests are counted in `counts`.
 pub fn counted_client(config: Config, counts: Arc<RequestCounts>) -> Result<Client, kube::Error> {
+    limited_client(config, counts, None)
+}
+
+/// Like [`counted_client`], with an optional client-side rate limit.
+pub fn limited_client(
+    config: Config,
+    counts: Arc<RequestCounts>,
+    limit: Option<RateLimit>,
+) -> Result<Client, kube::Error> {
     let layer = tower::util::MapRequestLayer::new(move |req: Request<Body>| {
         let dry_run = req.uri().query().is_some_and(|q| q.contains("dryRun=All"));
         let event = req.uri().path().starts_with("/apis/events.k8s.io/");
         counts.record(req.method(), dry_run, event);
         req
     });
-    Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
+    let builder = ClientBuilder::try_from(config)?.with_layer(&layer);
+    Ok(match limit.and_then(|l| l.window()) {
+        Some((n, per)) => builder
+            .with_layer(&tower::limit::RateLimitLayer::new(n, per))
+            .build(),
+        None => builder.build(),
+    })
 }
 
 /// The operator's client and cached impersonating clients.
@@ -108,17 +145,24 @@ pub struct Clients {
     config: Config,
     operator: Client,
     counts: Arc<RequestCounts>,
+    limit: Option<RateLimit>,
     by_identity: Mutex<HashMap<(String, String), Client>>,
 }
 
 impl Clients {
     pub fn new(config: Config) -> Result<Self, kube::Error> {
+        Self::with_limit(config, None)
+    }
+
+    /// Clients whose requests are rate limited client-side.
+    pub fn with_limit(config: Config, limit: Option<RateLimit>) -> Result<Self, kube::Error> {
         let counts = Arc::new(RequestCounts::default());
-        let operator = counted_client(config.clone(), counts.clone())?;
+        let operator = limited_client(config.clone(), counts.clone(), limit)?;
         Ok(Self {
             config,
             operator,
             counts,
+            limit,
             by_identity: Mutex::new(HashMap::new()),
         })
     }
@@ -148,11 +192,35 @@ impl Clients {
         let mut config = self.config.clone();
         config.auth_info.impersonate = Some(id.user.clone());
         config.auth_info.impersonate_groups = Some(id.groups.clone());
-        let client = counted_client(config, self.counts.clone()).map_err(|e| ApiError::Other {
-            code: 0,
-            message: format!("building the impersonating client: {e}"),
+        let client = limited_client(config, self.counts.clone(), self.limit).map_err(|e| {
+            ApiError::Other {
+                code: 0,
+                message: format!("building the impersonating client: {e}"),
+            }
         })?;
         cache.insert(key, client.clone());
         Ok(client)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limit_window_is_burst_over_qps() {
+        let l = RateLimit {
+            qps: 50.0,
+            burst: 100,
+        };
+        assert_eq!(l.window(), Some((100, std::time::Duration::from_secs(2))));
+        assert_eq!(
+            RateLimit {
+                qps: 0.0,
+                burst: 10
+            }
+            .window(),
+            None
+        );
     }
 }

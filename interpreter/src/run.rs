@@ -14,7 +14,7 @@ use crate::controller::{self, Settings, Shutdown};
 use crate::driver::Runtime;
 use crate::extract::ExtractLimits;
 use crate::fetch::{FetchConfig, Fetcher};
-use crate::impersonate::Clients;
+use crate::impersonate::{Clients, RateLimit};
 use crate::local::Local;
 use crate::render::{RenderConfig, Renderer};
 
@@ -60,10 +60,10 @@ pub struct RunArgs {
     pub trace_dir: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    /// Client-side request rate (accepted; not applied yet).
+    /// Client-side request rate per client (0 = unlimited).
     #[arg(long, default_value_t = 50.0)]
     pub kube_api_qps: f32,
-    /// Client-side burst (accepted; not applied yet).
+    /// Requests a client may send at once before the rate applies.
     #[arg(long, default_value_t = 100)]
     pub kube_api_burst: u32,
     /// Prometheus metrics endpoint (`0` disables).
@@ -145,7 +145,11 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
         allow_cross_namespace_refs: args.allow_cross_namespace_refs,
         requeue_dependency: args.requeue_dependency,
     };
-    let clients = Clients::new(kube_config)?;
+    let limit = RateLimit {
+        qps: args.kube_api_qps,
+        burst: args.kube_api_burst,
+    };
+    let clients = Clients::with_limit(kube_config, Some(limit))?;
     Ok(Runtime::new(config, clients, local, args.trace_dir.clone()))
 }
 
