@@ -33,6 +33,7 @@ pub mod endpoints;
 pub mod events;
 pub mod finalizer;
 pub mod impersonate;
+pub mod leader;
 pub mod local;
 pub mod metrics;
 pub mod prune;

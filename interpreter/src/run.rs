@@ -15,6 +15,7 @@ use crate::driver::Runtime;
 use crate::extract::ExtractLimits;
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::impersonate::{Clients, RateLimit};
+use crate::leader::{self, LeaderLease};
 use crate::local::Local;
 use crate::render::{RenderConfig, Renderer};
 
@@ -72,7 +73,7 @@ pub struct RunArgs {
     /// `/healthz` and `/readyz` (`0` disables).
     #[arg(long, default_value = "0")]
     pub health_probe_bind_address: String,
-    /// Lease-based leader election (accepted; not implemented yet: run one replica).
+    /// Reconcile only while holding the Lease `opm-operator-leader` in the operator's namespace.
     #[arg(long)]
     pub leader_elect: bool,
 }
@@ -173,9 +174,6 @@ pub fn signal_shutdown() -> Shutdown {
 /// `opm-operator run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
-    if args.leader_elect {
-        tracing::warn!("--leader-elect is not implemented yet; running without a Lease");
-    }
     for (flag, addr) in [
         ("--metrics-bind-address", &args.metrics_bind_address),
         (
@@ -211,6 +209,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     tracing::info!(concurrency = args.concurrency, "opm-operator starting");
     let shutdown = signal_shutdown();
+    let lease = if args.leader_elect {
+        let lease = Arc::new(LeaderLease::new(
+            rt.clients.operator(),
+            &leader::own_namespace(),
+            leader::default_identity(),
+            leader::LEASE_DURATION,
+        ));
+        if !wait_for_leadership(&lease, shutdown.clone()).await {
+            return Ok(());
+        }
+        Some((lease.clone(), tokio::spawn(keep_leadership(lease))))
+    } else {
+        None
+    };
     let grace = shutdown
         .clone()
         .then(|()| tokio::time::sleep(SHUTDOWN_GRACE));
@@ -221,7 +233,55 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             "in-flight attempts did not finish in time; exiting"
         ),
     }
+    if let Some((lease, renew)) = lease {
+        renew.abort();
+        lease.release().await;
+    }
     Ok(())
+}
+
+/// Tries for the Lease every 2s until it is ours (`true`) or shutdown comes (`false`).
+async fn wait_for_leadership(lease: &LeaderLease, shutdown: Shutdown) -> bool {
+    tracing::info!(identity = lease.identity(), "waiting for the leader Lease");
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        match lease.try_acquire_or_renew().await {
+            Ok(true) => {
+                tracing::info!(identity = lease.identity(), "leader Lease acquired");
+                return true;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "leader election request failed"),
+        }
+        tokio::select! {
+            () = &mut shutdown => return false,
+            () = tokio::time::sleep(Duration::from_secs(2)) => {}
+        }
+    }
+}
+
+/// Renews the Lease every third of its duration; a leader that cannot renew for a whole
+/// duration exits at once (another replica may already reconcile).
+async fn keep_leadership(lease: Arc<LeaderLease>) {
+    let period = leader::LEASE_DURATION / 3;
+    let mut last_ok = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(period).await;
+        match lease.try_acquire_or_renew().await {
+            Ok(true) => last_ok = tokio::time::Instant::now(),
+            Ok(false) => {
+                tracing::error!("the leader Lease was taken over; exiting");
+                std::process::exit(1);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "renewing the leader Lease failed");
+                if last_ok.elapsed() > leader::LEASE_DURATION {
+                    tracing::error!("could not renew the leader Lease in time; exiting");
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

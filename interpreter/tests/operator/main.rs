@@ -6,5 +6,6 @@ mod artifacts;
 mod failures;
 mod harness;
 mod identity;
+mod leader;
 mod lifecycle;
 mod process;

@@ -20,7 +20,7 @@ fn crds_prints_both_definitions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_exits_zero_on_sigterm() {
-    let (env, _ns) = namespace().await;
+    let (env, ns) = namespace().await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -35,8 +35,9 @@ async fn run_exits_zero_on_sigterm() {
             "--concurrency",
             "2",
         ])
-        .args(["--health-probe-bind-address", &probe])
+        .args(["--health-probe-bind-address", &probe, "--leader-elect"])
         .env("KUBECONFIG", env.kubeconfig_path())
+        .env("POD_NAMESPACE", &ns.name)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -52,6 +53,15 @@ async fn run_exits_zero_on_sigterm() {
             .await
             .starts_with("HTTP/1.1 200")
     );
+    let leases = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        ns.client.clone(),
+        &ns.name,
+    );
+    let held = leases.get(opm_operator::leader::LEASE_NAME).await.unwrap();
+    assert!(
+        held.spec.unwrap().holder_identity.is_some(),
+        "the leader holds the Lease"
+    );
     let pid = child.id().unwrap().to_string();
     let sent = std::process::Command::new("kill")
         .args(["-TERM", &pid])
@@ -63,6 +73,11 @@ async fn run_exits_zero_on_sigterm() {
         .expect("exits")
         .unwrap();
     assert_eq!(status.code(), Some(0));
+    let released = leases.get(opm_operator::leader::LEASE_NAME).await.unwrap();
+    assert!(
+        released.spec.unwrap().holder_identity.is_none(),
+        "released on exit"
+    );
 }
 
 async fn http_get(addr: &str, path: &str) -> String {
