@@ -2,7 +2,10 @@
 # background processes that are always stopped, waits with clear errors, and the test
 # API server. The caller sets `root` (the repository) before sourcing.
 # shellcheck shell=bash
+: "${root:?set root (the repository) before sourcing hack/lib.sh}"
 
+# Colours are used by the callers too.
+# shellcheck disable=SC2034
 if [[ -t 1 ]]; then
 	bold=$'\e[1m' dim=$'\e[2m' red=$'\e[31m' green=$'\e[32m' reset=$'\e[0m'
 else

@@ -227,8 +227,6 @@ fn undescribed(schema: &Value, at: &str, out: &mut Vec<String>) {
 /// `kubectl explain modulerelease.spec...` is how users discover the API: every spec
 /// field must say what it is for.
 #[test]
-#[ignore = "src/api/common.rs lacks doc comments on dependsOn (+ name, namespace), prune, \
-            suspend, serviceAccountName, rollout.forceConflicts: add them, regenerate, remove this"]
 fn every_spec_field_has_a_description() {
     for plural in ["modulereleases", "releases"] {
         let crd = checked_in(plural);

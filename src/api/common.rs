@@ -27,10 +27,15 @@ pub struct ModuleRef {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceRef {
+    /// API version of the source; defaults to `source.toolkit.fluxcd.io/v1`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub api_version: String,
+    /// `OCIRepository`, `GitRepository` or `Bucket`.
     pub kind: String,
+    /// Name of the source object.
     pub name: String,
+    /// Its namespace; defaults to the release's (another namespace needs
+    /// `--allow-cross-namespace-refs`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
 }
@@ -41,7 +46,10 @@ pub struct SourceRef {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DependencyRef {
+    /// Name of the release depended on.
     pub name: String,
+    /// Its namespace; defaults to this release's (another namespace needs
+    /// `--allow-cross-namespace-refs`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
     /// `ModuleRelease` or `Release`; defaults to the depending release's own kind.
@@ -53,6 +61,7 @@ pub struct DependencyRef {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Rollout {
+    /// Take field ownership from other managers (server-side apply `force`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force_conflicts: bool,
 }
@@ -61,6 +70,7 @@ pub struct Rollout {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DriftDetection {
+    /// `Warn` (default) reports drift, `Correct` re-applies, `Disabled` skips the check.
     #[serde(default)]
     pub mode: DriftMode,
 }
@@ -78,6 +88,8 @@ pub enum DriftMode {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReleaseCommon {
+    /// Releases that must be Ready (with `observedGeneration == generation`) before this one
+    /// is reconciled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<DependencyRef>,
     /// Go duration string (`5m`, `1h30m`); default 5m, minimum 10s.
@@ -88,14 +100,21 @@ pub struct ReleaseCommon {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(GO_DURATION))]
     pub timeout: Option<String>,
+    /// Delete objects applied before and no longer rendered, and everything the release
+    /// owns when it is deleted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prune: bool,
+    /// Stop reconciling; deletion still runs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspend: bool,
+    /// ServiceAccount of the release's namespace impersonated for apply, drift check and
+    /// prune.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_name: Option<String>,
+    /// How conflicts with other field managers are handled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// Whether and how drift from the desired state is checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_detection: Option<DriftDetection>,
 }
