@@ -1,5 +1,6 @@
 //! The async interpreter of opm-operator (DESIGN.md §2): the executors that carry out the
-//! core's effects against the network, the disk and the `cue` binary. Executors decide
+//! core's effects against the network, the disk, the `cue` binary and the Kubernetes API,
+//! the driver that runs one attempt of the core, and the controllers. Executors decide
 //! nothing: each returns a typed error whose variant tells the core which SPEC §4 exit
 //! applies (`class()` for transient vs stalled, `reason()` for the condition reason).
 //!
@@ -18,5 +19,29 @@ pub mod module_ref;
 pub mod release_path;
 pub mod render;
 pub mod rendered;
+
+pub mod api_error;
+pub mod apply;
+pub mod controller;
+pub mod crds;
+pub mod deps;
+pub mod discovery;
+pub mod drift;
+pub mod driver;
+pub mod dynamic;
+pub mod endpoints;
+pub mod events;
+pub mod finalizer;
+pub mod impersonate;
+pub mod leader;
+pub mod local;
+pub mod metrics;
+pub mod prune;
+pub mod releases;
+pub mod run;
+pub mod secrets;
+pub mod service_account;
+pub mod source;
+pub mod status;
 
 pub use fetch::FailureClass;

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
-use opm_operator::fetch::DEFAULT_MAX_ARTIFACT_BYTES;
 use opm_operator::module_ref::{ModuleRef, ReleaseIdentity};
 use opm_operator::render::{DEFAULT_RENDER_TIMEOUT, RenderConfig, Renderer};
+use opm_operator::run::RunArgs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -69,43 +69,6 @@ struct RenderArgs {
     cue: CueArgs,
 }
 
-/// SPEC §22 flags. The controllers are wired to the core later; the flags are fixed now so
-/// manifests can be written against them.
-#[derive(Debug, Args)]
-struct RunArgs {
-    #[arg(long, default_value = ":8080")]
-    metrics_bind_address: String,
-    #[arg(long, default_value = ":8081")]
-    health_probe_bind_address: String,
-    #[arg(long)]
-    leader_elect: bool,
-    /// Releases reconciled at once.
-    #[arg(long, default_value_t = 4)]
-    concurrency: u16,
-    #[arg(long)]
-    default_service_account: Option<String>,
-    #[arg(long)]
-    allow_cross_namespace_refs: bool,
-    #[arg(long)]
-    watch_label_selector: Option<String>,
-    #[arg(long, value_parser = parse_duration, default_value = "30s")]
-    requeue_dependency: Duration,
-    #[arg(long, default_value = "/tmp/opm-operator")]
-    cache_dir: PathBuf,
-    #[arg(long, default_value_t = DEFAULT_MAX_ARTIFACT_BYTES)]
-    max_artifact_bytes: u64,
-    #[arg(long)]
-    trace_dir: Option<PathBuf>,
-    #[arg(long, value_parser = ["json", "text"], default_value = "text")]
-    log_format: String,
-    #[arg(long, default_value_t = 50.0)]
-    kube_api_qps: f32,
-    #[arg(long, default_value_t = 100)]
-    kube_api_burst: u32,
-    #[command(flatten)]
-    cue: CueArgs,
-}
-
 /// The agreed tool location (`tools/install`), else `cue` on `PATH`.
 fn default_cue_binary() -> PathBuf {
     let cache = std::env::var_os("XDG_CACHE_HOME")
@@ -133,18 +96,21 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Render(args) => render(args).await,
-        Command::Run(_) => Err(anyhow::anyhow!("`run` is not yet implemented")),
-        Command::Crds => Err(anyhow::anyhow!("`crds` is not yet implemented")),
+        Command::Render(args) => {
+            init_render_logging();
+            render(args).await
+        }
+        // `run` installs its own subscriber (`--log-format`), and exits without waiting for
+        // detached tasks (watches, endpoints) once the controllers have stopped.
+        Command::Run(args) => match opm_operator::run::run(*args).await {
+            Ok(()) => std::process::exit(0),
+            Err(e) => Err(e),
+        },
+        Command::Crds => opm_operator::crds::yaml()
+            .map(|y| print!("{y}"))
+            .map_err(anyhow::Error::from),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -153,6 +119,16 @@ async fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+fn init_render_logging() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
 }
 
 async fn render(args: RenderArgs) -> anyhow::Result<()> {

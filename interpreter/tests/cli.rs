@@ -126,11 +126,28 @@ fn render_failures_exit_non_zero_with_the_message() {
 }
 
 #[test]
-fn run_and_crds_are_not_implemented_yet() {
+fn crds_prints_both_definitions_and_run_needs_a_cluster() {
     let cache = tempfile::tempdir().unwrap();
-    for cmd in ["run", "crds"] {
-        let out = opm(&[cmd], cache.path());
-        assert!(!out.status.success());
-        assert!(String::from_utf8_lossy(&out.stderr).contains("not yet implemented"));
-    }
+    let out = opm(&["crds"], cache.path());
+    assert!(out.status.success());
+    let crds = docs(&out.stdout);
+    let names: Vec<&str> = crds
+        .iter()
+        .filter_map(|d| d.pointer("/metadata/name").and_then(|n| n.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "modulereleases.releases.opmodel.dev",
+            "releases.releases.opmodel.dev"
+        ]
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
+        .arg("run")
+        .env("KUBECONFIG", cache.path().join("missing-kubeconfig"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "run without a cluster must fail");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("error"));
 }

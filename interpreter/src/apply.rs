@@ -1,0 +1,195 @@
+//! Staged server-side apply (SPEC §19), policy-free: the core chose the stages, the order,
+//! the field manager and `force`. Per object: GET the live object, dry-run the apply, and
+//! write only when the dry-run result differs from the live object. Objects of one stage run
+//! concurrently (bounded); after a stage that applied CRDs, wait until they are Established;
+//! stop after a stage with a failure. Never delete-and-recreate.
+
+use std::time::Duration;
+
+use futures::{StreamExt, stream};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use opm_core::effect::ApplyStage;
+use opm_core::input::{AppliedObject, ApplyAction, ApplyReport};
+use opm_core::{ApiError, DesiredObject};
+use serde_json::Value;
+
+use crate::discovery::Resolver;
+use crate::secrets::SecretTable;
+use crate::{api_error, dynamic};
+
+/// Objects of one stage applied at the same time.
+pub const STAGE_CONCURRENCY: usize = 8;
+/// How long a CRD may take to become Established.
+pub const ESTABLISH_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Everything one Apply effect needs besides its payload.
+pub struct ApplyCtx<'a> {
+    pub client: Client,
+    /// The operator's client: reads CRD conditions for the Established wait.
+    pub operator: Client,
+    pub resolver: &'a Resolver,
+    pub secrets: &'a SecretTable,
+    pub field_manager: &'a str,
+    pub force: bool,
+}
+
+/// Runs the stages in order.
+pub async fn apply(ctx: &ApplyCtx<'_>, stages: &[ApplyStage]) -> ApplyReport {
+    let mut report = ApplyReport::default();
+    for stage in stages {
+        let futures: Vec<_> = stage.objects.iter().map(|obj| applied(ctx, obj)).collect();
+        let mut results: Vec<AppliedObject> = stream::iter(futures)
+            .buffered(STAGE_CONCURRENCY)
+            .collect()
+            .await;
+        let failed = results.iter().any(|r| r.result.is_err());
+        if !failed {
+            wait_for_crds(ctx, &stage.objects, &mut results).await;
+        }
+        let failed = results.iter().any(|r| r.result.is_err());
+        report.objects.extend(results);
+        if failed {
+            break;
+        }
+    }
+    report
+}
+
+async fn applied(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> AppliedObject {
+    AppliedObject {
+        id: obj.id.clone(),
+        result: apply_one(ctx, obj).await,
+    }
+}
+
+async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyAction, ApiError> {
+    let api = dynamic::api_for(ctx.client.clone(), ctx.resolver, &obj.id).await?;
+    let manifest = ctx.secrets.restore(&obj.manifest);
+    let name = &obj.id.name;
+    let live = api
+        .get_opt(name)
+        .await
+        .map_err(|e| api_error::from_kube(&e))?;
+    let mut params = PatchParams::apply(ctx.field_manager);
+    params.force = ctx.force;
+    if let Some(live) = &live {
+        let dry = api
+            .patch(name, &params.clone().dry_run(), &Patch::Apply(&manifest))
+            .await
+            .map_err(|e| api_error::from_kube(&e))?;
+        if same_object(&dynamic::to_value(live), &dynamic::to_value(&dry)) {
+            return Ok(ApplyAction::Unchanged);
+        }
+    }
+    api.patch(name, &params, &Patch::Apply(&manifest))
+        .await
+        .map_err(|e| api_error::from_kube(&e))?;
+    Ok(if live.is_some() {
+        ApplyAction::Updated
+    } else {
+        ApplyAction::Created
+    })
+}
+
+/// Equal apart from bookkeeping the server changes on every write attempt: managedFields
+/// timestamps. Ownership changes (a new manager entry) still count as a change.
+pub fn same_object(live: &Value, dry: &Value) -> bool {
+    normalize(live) == normalize(dry)
+}
+
+fn normalize(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(mf) = v
+        .pointer_mut("/metadata/managedFields")
+        .and_then(Value::as_array_mut)
+    {
+        for entry in mf.iter_mut() {
+            if let Some(o) = entry.as_object_mut() {
+                o.remove("time");
+            }
+        }
+    }
+    v
+}
+
+/// After a stage applied CRDs, waits until each is Established; one that is not within
+/// [`ESTABLISH_DEADLINE`] turns its result into a `Timeout`.
+async fn wait_for_crds(
+    ctx: &ApplyCtx<'_>,
+    objects: &[DesiredObject],
+    results: &mut [AppliedObject],
+) {
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.operator.clone());
+    for (obj, result) in objects.iter().zip(results.iter_mut()) {
+        if obj.id.kind != "CustomResourceDefinition" || obj.id.group != "apiextensions.k8s.io" {
+            continue;
+        }
+        let waited = tokio::time::timeout(ESTABLISH_DEADLINE, async {
+            loop {
+                match crds.get_opt(&obj.id.name).await {
+                    Ok(Some(crd)) if established(&crd) => return Ok(()),
+                    Ok(_) => {}
+                    Err(e) => return Err(api_error::from_kube(&e)),
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+        .await;
+        match waited {
+            Ok(Ok(())) => forget_defined_kinds(ctx.resolver, &obj.manifest),
+            Ok(Err(e)) => result.result = Err(e),
+            Err(_) => {
+                result.result = Err(ApiError::Timeout {
+                    message: format!(
+                        "CustomResourceDefinition {} not Established within {}s",
+                        obj.id.name,
+                        ESTABLISH_DEADLINE.as_secs()
+                    ),
+                })
+            }
+        }
+    }
+}
+
+fn established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+}
+
+/// A (re)applied CRD may have changed its kind's versions or scope: drop cached discovery.
+fn forget_defined_kinds(resolver: &Resolver, manifest: &Value) {
+    let group = manifest.pointer("/spec/group").and_then(Value::as_str);
+    let kind = manifest.pointer("/spec/names/kind").and_then(Value::as_str);
+    let versions = manifest.pointer("/spec/versions").and_then(Value::as_array);
+    if let (Some(group), Some(kind), Some(versions)) = (group, kind, versions) {
+        for v in versions {
+            if let Some(name) = v.get("name").and_then(Value::as_str) {
+                resolver.forget(group, name, kind);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn managed_field_times_do_not_count_as_change() {
+        let live = json!({"metadata": {"managedFields": [{"manager": "opm-controller", "time": "t1"}]}, "data": {"a": "1"}});
+        let dry = json!({"metadata": {"managedFields": [{"manager": "opm-controller", "time": "t2"}]}, "data": {"a": "1"}});
+        assert!(same_object(&live, &dry));
+        let changed = json!({"metadata": {"managedFields": [{"manager": "opm-controller", "time": "t2"}]}, "data": {"a": "2"}});
+        assert!(!same_object(&live, &changed));
+        let new_owner = json!({"metadata": {"managedFields": [{"manager": "opm-controller"}, {"manager": "x"}]}, "data": {"a": "1"}});
+        assert!(!same_object(&live, &new_owner));
+    }
+}

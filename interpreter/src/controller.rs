@@ -1,0 +1,318 @@
+//! The two kube-runtime `Controller`s (ModuleRelease, Release) and the extra triggers the
+//! core cannot see: a Flux source's artifact change, a dependency turning Ready, a
+//! ServiceAccount appearing. Watch predicates let through only what should start an attempt
+//! (generation, the on-demand annotation, deletion and finalizer changes, any annotation on
+//! a deleting release), so a status write never triggers a reconcile of its own.
+
+use std::collections::hash_map::DefaultHasher;
+use std::future::Future;
+use std::hash::{Hash, Hasher};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::channel::mpsc;
+use futures::future::{FutureExt, Shared};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use opm_core::api::{ModuleRelease, Release};
+use opm_core::constants::{FLUX_SOURCE_API_VERSION, REQUESTED_AT_ANNOTATION, SOURCE_KINDS};
+use opm_core::outcome::reasons;
+use opm_core::{ReleaseKey, ReleaseObject};
+use serde_json::Value;
+
+use crate::driver::{self, DriverError, Runtime};
+
+/// A shutdown signal both controllers and the trigger tasks can wait on.
+pub type Shutdown = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
+
+/// Makes a [`Shutdown`] from any future.
+pub fn shutdown_on(f: impl Future<Output = ()> + Send + Sync + 'static) -> Shutdown {
+    let boxed: Pin<Box<dyn Future<Output = ()> + Send + Sync>> = Box::pin(f);
+    boxed.shared()
+}
+
+/// Controller settings from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Attempts run at once per kind (`--concurrency`); 0 = unbounded.
+    pub concurrency: u16,
+    /// `--watch-label-selector`.
+    pub label_selector: Option<String>,
+}
+
+/// What reconcilers share.
+struct Ctx {
+    rt: Arc<Runtime>,
+    mr_store: Store<ModuleRelease>,
+    rel_store: Store<Release>,
+    mr_tx: mpsc::UnboundedSender<ObjectRef<ModuleRelease>>,
+    rel_tx: mpsc::UnboundedSender<ObjectRef<Release>>,
+}
+
+/// Hash of what should start an attempt.
+fn trigger_hash<K: Resource>(obj: &K) -> Option<u64> {
+    let m = obj.meta();
+    let mut h = DefaultHasher::new();
+    m.generation.hash(&mut h);
+    let deleting = m.deletion_timestamp.is_some();
+    deleting.hash(&mut h);
+    let annotations = m.annotations.clone().unwrap_or_default();
+    if deleting {
+        // Our own finalizer edit while live must not start a second attempt; while
+        // deleting, finalizer and annotation changes (e.g. the orphan annotation) must.
+        m.finalizers.hash(&mut h);
+        annotations.hash(&mut h);
+    } else {
+        annotations.get(REQUESTED_AT_ANNOTATION).hash(&mut h);
+    }
+    m.uid.hash(&mut h);
+    Some(h.finish())
+}
+
+fn watcher_config(settings: &Settings) -> watcher::Config {
+    let wc = watcher::Config::default();
+    match &settings.label_selector {
+        Some(sel) if !sel.is_empty() => wc.labels(sel),
+        _ => wc,
+    }
+}
+
+/// Runs both controllers until `shutdown` resolves; in-flight attempts finish first.
+pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
+    let client = rt.clients.operator();
+    let wc = watcher_config(&settings);
+
+    let (mr_reader, mr_writer) = reflector::store::<ModuleRelease>();
+    let mr_stream = watcher(Api::<ModuleRelease>::all(client.clone()), wc.clone())
+        .default_backoff()
+        .reflect(mr_writer)
+        .applied_objects()
+        .predicate_filter(trigger_hash, PredicateConfig::default());
+    let (rel_reader, rel_writer) = reflector::store::<Release>();
+    let rel_stream = watcher(Api::<Release>::all(client.clone()), wc)
+        .default_backoff()
+        .reflect(rel_writer)
+        .applied_objects()
+        .predicate_filter(trigger_hash, PredicateConfig::default());
+
+    let (mr_tx, mr_rx) = mpsc::unbounded();
+    let (rel_tx, rel_rx) = mpsc::unbounded();
+    let ctx = Arc::new(Ctx {
+        rt: rt.clone(),
+        mr_store: mr_reader.clone(),
+        rel_store: rel_reader.clone(),
+        mr_tx,
+        rel_tx,
+    });
+
+    let config = kube::runtime::Config::default().concurrency(settings.concurrency);
+    let mr = Controller::for_stream(mr_stream, mr_reader)
+        .with_config(config.clone())
+        .reconcile_on(mr_rx)
+        .graceful_shutdown_on(shutdown.clone())
+        .run(reconcile_mr, error_policy, ctx.clone())
+        .for_each(|r| async move { log_result(r) });
+    let rel = Controller::for_stream(rel_stream, rel_reader)
+        .with_config(config)
+        .reconcile_on(rel_rx)
+        .graceful_shutdown_on(shutdown.clone())
+        .run(reconcile_rel, error_policy, ctx.clone())
+        .for_each(|r| async move { log_result(r) });
+
+    let sa = tokio::spawn(watch_service_accounts(ctx.clone()));
+    let mut sources = Vec::new();
+    for kind in SOURCE_KINDS {
+        if source_kind_served(&rt, kind).await {
+            sources.push(tokio::spawn(watch_source(ctx.clone(), kind)));
+        } else {
+            tracing::info!(
+                kind,
+                "Flux source kind not served; its changes are not watched"
+            );
+        }
+    }
+    futures::join!(mr, rel);
+    sa.abort();
+    for s in sources {
+        s.abort();
+    }
+    tracing::info!("controllers stopped");
+}
+
+fn log_result<T: std::fmt::Debug, E: std::fmt::Display>(r: Result<T, E>) {
+    match r {
+        Ok(o) => tracing::trace!(object = ?o, "reconciled"),
+        Err(e) => tracing::debug!(error = %e, "controller error"),
+    }
+}
+
+async fn reconcile_mr(obj: Arc<ModuleRelease>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
+    let was_ready = is_ready(obj.status.as_ref());
+    reconcile(
+        ReleaseObject::ModuleRelease((*obj).clone()).key(),
+        was_ready,
+        ctx,
+    )
+    .await
+}
+
+async fn reconcile_rel(obj: Arc<Release>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
+    let was_ready = is_ready(obj.status.as_ref());
+    reconcile(ReleaseObject::Release((*obj).clone()).key(), was_ready, ctx).await
+}
+
+fn is_ready(status: Option<&opm_core::api::ReleaseStatus>) -> bool {
+    status.is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
+
+async fn reconcile(key: ReleaseKey, was_ready: bool, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
+    let finished = driver::run_attempt(&ctx.rt, &key).await?;
+    if !finished.outcome.is_failure() && !was_ready {
+        trigger_dependents(&ctx, &key);
+    }
+    Ok(match finished.requeue_after {
+        Some(d) => Action::requeue(d),
+        None => Action::await_change(),
+    })
+}
+
+fn error_policy<K>(_obj: Arc<K>, err: &DriverError, _ctx: Arc<Ctx>) -> Action {
+    tracing::warn!(error = %err, kind = err.metric_label(), "attempt could not run; retrying");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// The keys a release's `dependsOn` names, with defaults filled in.
+fn depends_on(obj: &ReleaseObject) -> Vec<ReleaseKey> {
+    crate::deps::snapshot(obj).depends_on
+}
+
+/// A release turned Ready: re-trigger every release (either kind) that depends on it.
+fn trigger_dependents(ctx: &Ctx, key: &ReleaseKey) {
+    for mr in ctx.mr_store.state() {
+        let obj = ReleaseObject::ModuleRelease((*mr).clone());
+        if depends_on(&obj).contains(key) {
+            let _ = ctx.mr_tx.unbounded_send(ObjectRef::from_obj(&*mr));
+        }
+    }
+    for rel in ctx.rel_store.state() {
+        let obj = ReleaseObject::Release((*rel).clone());
+        if depends_on(&obj).contains(key) {
+            let _ = ctx.rel_tx.unbounded_send(ObjectRef::from_obj(&*rel));
+        }
+    }
+}
+
+fn ready_reason(status: Option<&opm_core::api::ReleaseStatus>) -> Option<String> {
+    status.and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.reason.clone())
+    })
+}
+
+fn waits_for_service_account(status: Option<&opm_core::api::ReleaseStatus>) -> bool {
+    matches!(
+        ready_reason(status).as_deref(),
+        Some(reasons::IMPERSONATION_FAILED) | Some(reasons::DELETION_SA_MISSING)
+    )
+}
+
+/// A ServiceAccount appeared: re-trigger releases in its namespace stalled on one.
+async fn watch_service_accounts(ctx: Arc<Ctx>) {
+    let api = Api::<ServiceAccount>::all(ctx.rt.clients.operator());
+    let uid = |sa: &ServiceAccount| {
+        let mut h = DefaultHasher::new();
+        sa.metadata.uid.hash(&mut h);
+        Some(h.finish())
+    };
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(uid, PredicateConfig::default());
+    drain(stream, |sa: ServiceAccount| {
+        let ns = sa.namespace().unwrap_or_default();
+        for mr in ctx.mr_store.state() {
+            if mr.namespace().as_deref() == Some(&ns)
+                && waits_for_service_account(mr.status.as_ref())
+            {
+                let _ = ctx.mr_tx.unbounded_send(ObjectRef::from_obj(&*mr));
+            }
+        }
+        for rel in ctx.rel_store.state() {
+            if rel.namespace().as_deref() == Some(&ns)
+                && waits_for_service_account(rel.status.as_ref())
+            {
+                let _ = ctx.rel_tx.unbounded_send(ObjectRef::from_obj(&*rel));
+            }
+        }
+    })
+    .await;
+}
+
+async fn source_kind_served(rt: &Runtime, kind: &str) -> bool {
+    let (group, version) = opm_core::object::split_api_version(FLUX_SOURCE_API_VERSION);
+    rt.resolver.resolve(&group, &version, kind).await.is_ok()
+}
+
+/// A Flux source's artifact revision or digest changed: re-trigger every Release (any
+/// namespace) that references it.
+async fn watch_source(ctx: Arc<Ctx>, kind: &'static str) {
+    let ar = crate::source::api_resource(FLUX_SOURCE_API_VERSION, kind);
+    let api = Api::<DynamicObject>::all_with(ctx.rt.clients.operator(), &ar);
+    let artifact = |o: &DynamicObject| {
+        let a = o.data.pointer("/status/artifact");
+        let mut h = DefaultHasher::new();
+        a.and_then(|a| a.get("revision"))
+            .map(Value::to_string)
+            .hash(&mut h);
+        a.and_then(|a| a.get("digest"))
+            .map(Value::to_string)
+            .hash(&mut h);
+        Some(h.finish())
+    };
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(artifact, PredicateConfig::default());
+    drain(stream, |src: DynamicObject| {
+        let ns = src.namespace().unwrap_or_default();
+        let name = src.name_any();
+        for rel in ctx.rel_store.state() {
+            let r = &rel.spec.source_ref;
+            let rel_ns = rel.namespace().unwrap_or_default();
+            let src_ns = if r.namespace.is_empty() {
+                &rel_ns
+            } else {
+                &r.namespace
+            };
+            if r.kind == kind && r.name == name && *src_ns == ns {
+                let _ = ctx.rel_tx.unbounded_send(ObjectRef::from_obj(&*rel));
+            }
+        }
+    })
+    .await;
+}
+
+async fn drain<T, E: std::fmt::Display>(
+    stream: impl Stream<Item = Result<T, E>>,
+    mut on_item: impl FnMut(T),
+) {
+    let mut stream = std::pin::pin!(stream);
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(obj) => on_item(obj),
+            Err(e) => tracing::debug!(error = %e, "trigger watch error"),
+        }
+    }
+}

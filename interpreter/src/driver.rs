@@ -1,0 +1,489 @@
+//! Runs one reconcile attempt: read the release, start the core's [`Attempt`], execute each
+//! batch in order (fire-and-forget effects first, then the awaited one, bounded by the
+//! attempt's deadline), feed the result back, until `Done` (the drain rule, opm_core docs).
+//! The driver decides nothing; it only adds ±5 % jitter to success requeues.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
+use opm_core::effect::Effect;
+use opm_core::input::{
+    AppliedObject, ApplyReport, DriftReport, LiveObject, ObjectResult, RenderOutput,
+};
+use opm_core::machine::Attempt;
+use opm_core::trace::{Recorder, TraceHeader};
+use opm_core::{
+    ApiError, Config, FetchError, Input, InputKind, Outcome, ReleaseKey, RenderError, SourceError,
+};
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::apply::{self, ApplyCtx};
+use crate::discovery::Resolver;
+use crate::events::EventSink;
+use crate::impersonate::Clients;
+use crate::local::Local;
+use crate::metrics::Metrics;
+use crate::secrets::SecretTable;
+use crate::{deps, drift, finalizer, prune, releases, service_account, source, status};
+
+/// How long finishing effects (status patch, finalizer removal) may take: the core never
+/// cuts them short by the attempt deadline.
+const FINISH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Everything attempts share.
+pub struct Runtime {
+    pub config: Config,
+    pub clients: Clients,
+    pub resolver: Resolver,
+    pub events: EventSink,
+    pub metrics: Metrics,
+    pub local: Local,
+    pub trace_dir: Option<PathBuf>,
+    attempt_ids: AtomicU64,
+    id_prefix: String,
+}
+
+impl Runtime {
+    pub fn new(
+        config: Config,
+        clients: Clients,
+        local: Local,
+        trace_dir: Option<PathBuf>,
+    ) -> Arc<Self> {
+        let operator = clients.operator();
+        Arc::new(Self {
+            config,
+            resolver: Resolver::new(operator.clone()),
+            events: EventSink::new(operator),
+            metrics: Metrics::default(),
+            clients,
+            local,
+            trace_dir,
+            attempt_ids: AtomicU64::new(0),
+            id_prefix: Timestamp::now().as_millisecond().to_string(),
+        })
+    }
+}
+
+/// How an attempt ended, as the controller needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    pub outcome: Outcome,
+    pub reason: String,
+    /// With jitter applied to success requeues.
+    pub requeue_after: Option<Duration>,
+}
+
+/// Failures outside the core's protocol: the release could not be read, or the core refused
+/// an input (a driver bug). The controller retries them with a short backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error("reading the release failed: {0}")]
+    Read(#[source] kube::Error),
+    #[error("the core refused an input: {0}")]
+    Protocol(#[from] opm_core::InputError),
+}
+
+impl DriverError {
+    /// A short name for metrics and logs.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            DriverError::Read(_) => "read",
+            DriverError::Protocol(_) => "protocol",
+        }
+    }
+}
+
+/// Runs one attempt for `key`.
+pub async fn run_attempt(rt: &Runtime, key: &ReleaseKey) -> Result<Finished, DriverError> {
+    let id = rt.attempt_ids.fetch_add(1, Ordering::Relaxed);
+    let span = tracing::info_span!(
+        "attempt",
+        kind = key.kind.as_str(),
+        namespace = %key.namespace,
+        name = %key.name,
+        attempt = id
+    );
+    async {
+        let mut trace = Trace::new(rt, key, id);
+        let result = drive(rt, key, &mut trace).await;
+        trace.write();
+        match &result {
+            Ok(f) => tracing::info!(
+                outcome = f.outcome.metric_label(),
+                reason = %f.reason,
+                requeue_after = ?f.requeue_after,
+                "attempt finished"
+            ),
+            Err(e) => tracing::warn!(error = %e, "attempt failed outside the core"),
+        }
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+async fn drive(rt: &Runtime, key: &ReleaseKey, trace: &mut Trace) -> Result<Finished, DriverError> {
+    let object = releases::read(rt.clients.operator(), key)
+        .await
+        .map_err(DriverError::Read)?;
+    let regarding = object.as_ref().map(releases::object_ref);
+    let gone = object.is_none();
+    let input = Input::new(
+        Timestamp::now(),
+        InputKind::Observed {
+            key: key.clone(),
+            object: object.map(Box::new),
+        },
+    );
+    trace.input(&input);
+    let (mut attempt, mut batch) = Attempt::start(&rt.config, input);
+    trace.effects(&batch);
+    let mut secrets = SecretTable::default();
+    loop {
+        let Some(last) = batch.pop() else {
+            // An empty batch breaks the protocol; treat it like a refused input.
+            return Err(DriverError::Protocol(opm_core::InputError::Finished));
+        };
+        for effect in &batch {
+            fire_and_forget(rt, key, regarding.as_ref(), effect).await;
+        }
+        if let Effect::Done {
+            outcome,
+            reason,
+            requeue_after,
+        } = last
+        {
+            if gone {
+                rt.metrics.forget(key);
+            }
+            return Ok(Finished {
+                requeue_after: requeue_after.map(|d| jitter(outcome, d)),
+                outcome,
+                reason,
+            });
+        }
+        if !last.is_awaited() {
+            fire_and_forget(rt, key, regarding.as_ref(), &last).await;
+            return Err(DriverError::Protocol(opm_core::InputError::Finished));
+        }
+        let finishing = matches!(
+            last,
+            Effect::PatchStatus { .. } | Effect::RemoveFinalizer { .. }
+        );
+        let bound = if finishing {
+            FINISH_TIMEOUT
+        } else {
+            remaining(attempt.deadline())
+        };
+        tracing::debug!(effect = ?last.kind(), "executing");
+        let result = match tokio::time::timeout(bound, execute(rt, key, &last, &mut secrets)).await
+        {
+            Ok(r) => r,
+            Err(_) => timed_out(&last),
+        };
+        let input = Input::new(Timestamp::now(), result);
+        trace.input(&input);
+        batch = attempt.step(input)?;
+        trace.effects(&batch);
+    }
+}
+
+fn remaining(deadline: Timestamp) -> Duration {
+    let left = deadline.as_millisecond() - Timestamp::now().as_millisecond();
+    Duration::from_millis(left.max(0) as u64)
+}
+
+/// ±5 % on success requeues only (SPEC §5).
+fn jitter(outcome: Outcome, d: Duration) -> Duration {
+    if outcome.is_failure() {
+        return d;
+    }
+    d.mul_f64(0.95 + fastrand::f64() * 0.1)
+}
+
+async fn fire_and_forget(
+    rt: &Runtime,
+    key: &ReleaseKey,
+    regarding: Option<&ObjectReference>,
+    effect: &Effect,
+) {
+    match effect {
+        Effect::EmitEvent { event } => {
+            if let Some(r) = regarding {
+                rt.events.publish(event, r).await;
+            }
+        }
+        Effect::RecordMetric { metric } => rt.metrics.record(key, metric),
+        other => tracing::warn!(effect = ?other.kind(), "unexpected effect before the last"),
+    }
+}
+
+/// Executes one awaited effect and wraps its result as the answering input.
+async fn execute(
+    rt: &Runtime,
+    key: &ReleaseKey,
+    effect: &Effect,
+    secrets: &mut SecretTable,
+) -> InputKind {
+    let operator = rt.clients.operator();
+    match effect {
+        Effect::AddFinalizer { finalizer } => InputKind::FinalizerAdded {
+            result: finalizer::add(operator, key, finalizer).await,
+        },
+        Effect::RemoveFinalizer { finalizer } => InputKind::FinalizerRemoved {
+            result: finalizer::remove(operator, key, finalizer).await,
+        },
+        Effect::CheckDependencies { namespace, refs } => InputKind::DependenciesChecked {
+            result: deps::check(operator, namespace, refs).await,
+        },
+        Effect::ResolveSource { source: src } => InputKind::SourceResolved {
+            result: source::resolve(operator, src).await,
+        },
+        Effect::FetchArtifact { url, digest, .. } => InputKind::ArtifactFetched {
+            result: rt.local.fetch(url, digest).await,
+        },
+        Effect::Render { request } => {
+            let result = match rt.local.render(request).await {
+                Ok(mut value) => {
+                    secrets.redact_render(&mut value);
+                    let objects = flatten(&value);
+                    let cluster_scoped = rt.resolver.cluster_scoped(&objects).await;
+                    Ok(RenderOutput {
+                        value,
+                        cluster_scoped,
+                    })
+                }
+                Err(e) => Err(e),
+            };
+            InputKind::Rendered { result }
+        }
+        Effect::CheckServiceAccount { namespace, name } => InputKind::ServiceAccountChecked {
+            result: service_account::exists(operator, namespace, name).await,
+        },
+        Effect::CheckDrift {
+            objects,
+            field_manager,
+            identity,
+        } => {
+            let report = match rt.clients.for_identity(identity.as_ref()) {
+                Ok(client) => {
+                    drift::check(client, &rt.resolver, secrets, objects, field_manager).await
+                }
+                Err(e) => DriftReport {
+                    drifted: Vec::new(),
+                    errors: objects
+                        .iter()
+                        .map(|o| ObjectResult {
+                            id: o.id.clone(),
+                            result: Err(e.clone()),
+                        })
+                        .collect(),
+                },
+            };
+            InputKind::DriftChecked { report }
+        }
+        Effect::Apply {
+            stages,
+            field_manager,
+            force,
+            identity,
+        } => {
+            let report = match rt.clients.for_identity(identity.as_ref()) {
+                Ok(client) => {
+                    let ctx = ApplyCtx {
+                        client,
+                        operator,
+                        resolver: &rt.resolver,
+                        secrets,
+                        field_manager,
+                        force: *force,
+                    };
+                    apply::apply(&ctx, stages).await
+                }
+                Err(e) => failed_apply(stages, e),
+            };
+            InputKind::Applied { report }
+        }
+        Effect::InspectStale { targets, identity } => {
+            let objects = match rt.clients.for_identity(identity.as_ref()) {
+                Ok(client) => prune::inspect(client, &rt.resolver, targets).await,
+                Err(e) => targets
+                    .iter()
+                    .map(|id| LiveObject {
+                        id: id.clone(),
+                        result: Err(e.clone()),
+                    })
+                    .collect(),
+            };
+            InputKind::StaleInspected { objects }
+        }
+        Effect::Prune {
+            deletions,
+            identity,
+        } => {
+            let results = match rt.clients.for_identity(identity.as_ref()) {
+                Ok(client) => prune::delete(client, &rt.resolver, deletions).await,
+                Err(e) => deletions
+                    .iter()
+                    .map(|d| ObjectResult {
+                        id: d.id.clone(),
+                        result: Err(e.clone()),
+                    })
+                    .collect(),
+            };
+            InputKind::Pruned { results }
+        }
+        Effect::PatchStatus { patch, .. } => InputKind::StatusPatched {
+            result: status::patch(operator, key, patch).await,
+        },
+        Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
+            unreachable!("fire-and-forget and Done effects are never executed as awaited")
+        }
+    }
+}
+
+/// The objects under `components.<c>.<key>` of an exported render.
+fn flatten(exported: &Value) -> Vec<Value> {
+    exported
+        .get("components")
+        .and_then(Value::as_object)
+        .map(|cs| {
+            cs.values()
+                .filter_map(Value::as_object)
+                .flat_map(|objs| objs.values().cloned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn failed_apply(stages: &[opm_core::effect::ApplyStage], e: ApiError) -> ApplyReport {
+    ApplyReport {
+        objects: stages
+            .first()
+            .map(|s| {
+                s.objects
+                    .iter()
+                    .map(|o| AppliedObject {
+                        id: o.id.clone(),
+                        result: Err(e.clone()),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// The answer to an effect that overran its bound: that effect's `Timeout` error.
+fn timed_out(effect: &Effect) -> InputKind {
+    let t = || ApiError::Timeout {
+        message: format!("{:?} exceeded the attempt deadline", effect.kind()),
+    };
+    match effect {
+        Effect::AddFinalizer { .. } => InputKind::FinalizerAdded { result: Err(t()) },
+        Effect::RemoveFinalizer { .. } => InputKind::FinalizerRemoved { result: Err(t()) },
+        Effect::CheckDependencies { .. } => InputKind::DependenciesChecked { result: Err(t()) },
+        Effect::ResolveSource { .. } => InputKind::SourceResolved {
+            result: Err(SourceError::Api { error: t() }),
+        },
+        Effect::FetchArtifact { .. } => InputKind::ArtifactFetched {
+            result: Err(FetchError::Timeout),
+        },
+        Effect::Render { .. } => InputKind::Rendered {
+            result: Err(RenderError::Timeout {
+                message: "render exceeded the attempt deadline".into(),
+            }),
+        },
+        Effect::CheckServiceAccount { .. } => InputKind::ServiceAccountChecked { result: Err(t()) },
+        Effect::CheckDrift { objects, .. } => InputKind::DriftChecked {
+            report: DriftReport {
+                drifted: Vec::new(),
+                errors: objects
+                    .iter()
+                    .map(|o| ObjectResult {
+                        id: o.id.clone(),
+                        result: Err(t()),
+                    })
+                    .collect(),
+            },
+        },
+        Effect::Apply { stages, .. } => InputKind::Applied {
+            report: failed_apply(stages, t()),
+        },
+        Effect::InspectStale { targets, .. } => InputKind::StaleInspected {
+            objects: targets
+                .iter()
+                .map(|id| LiveObject {
+                    id: id.clone(),
+                    result: Err(t()),
+                })
+                .collect(),
+        },
+        Effect::Prune { deletions, .. } => InputKind::Pruned {
+            results: deletions
+                .iter()
+                .map(|d| ObjectResult {
+                    id: d.id.clone(),
+                    result: Err(t()),
+                })
+                .collect(),
+        },
+        Effect::PatchStatus { .. } => InputKind::StatusPatched { result: Err(t()) },
+        Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
+            unreachable!("only awaited effects are bounded")
+        }
+    }
+}
+
+/// The attempt's trace, written to `--trace-dir` when set (one file per attempt).
+struct Trace {
+    recorder: Option<Recorder>,
+    path: Option<PathBuf>,
+}
+
+impl Trace {
+    fn new(rt: &Runtime, key: &ReleaseKey, id: u64) -> Self {
+        match &rt.trace_dir {
+            Some(dir) => Self {
+                recorder: Some(Recorder::new(&TraceHeader::new(&rt.config, key.clone()))),
+                path: Some(dir.join(format!(
+                    "{}-{:06}-{}-{}-{}.jsonl",
+                    rt.id_prefix,
+                    id,
+                    key.kind.as_str(),
+                    key.namespace,
+                    key.name
+                ))),
+            },
+            None => Self {
+                recorder: None,
+                path: None,
+            },
+        }
+    }
+
+    fn input(&mut self, input: &Input) {
+        if let Some(r) = &mut self.recorder {
+            r.input(input);
+        }
+    }
+
+    fn effects(&mut self, batch: &[Effect]) {
+        if let Some(r) = &mut self.recorder {
+            r.effects(batch);
+        }
+    }
+
+    fn write(&self) {
+        if let (Some(r), Some(path)) = (&self.recorder, &self.path)
+            && let Err(e) = std::fs::write(path, r.to_jsonl())
+        {
+            tracing::warn!(path = %path.display(), error = %e, "writing the trace failed");
+        }
+    }
+}

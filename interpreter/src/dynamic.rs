@@ -1,0 +1,27 @@
+//! Addressing arbitrary objects by [`ResourceId`] through discovery.
+
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use opm_core::{ApiError, ResourceId};
+use serde_json::Value;
+
+use crate::discovery::Resolver;
+
+/// The dynamic API for `id` (namespaced or cluster-wide as discovery says).
+pub async fn api_for(
+    client: Client,
+    resolver: &Resolver,
+    id: &ResourceId,
+) -> Result<Api<DynamicObject>, ApiError> {
+    let r = resolver.resolve(&id.group, &id.version, &id.kind).await?;
+    Ok(if r.namespaced {
+        Api::namespaced_with(client, &id.namespace, &r.resource)
+    } else {
+        Api::all_with(client, &r.resource)
+    })
+}
+
+/// Whole object as JSON (for comparisons).
+pub fn to_value(obj: &DynamicObject) -> Value {
+    serde_json::to_value(obj).unwrap_or(Value::Null)
+}

@@ -1,0 +1,157 @@
+//! The bridge from the core's `FetchArtifact` / `Render` effects to the local executors
+//! (artifact cache, extraction, `cue` renderer), translating their error types into the
+//! core's typed errors at this one boundary.
+
+use opm_core::effect::RenderRequest;
+use opm_core::input::FetchedArtifact;
+use opm_core::{FetchError as CoreFetch, RenderError as CoreRender};
+use serde_json::Value;
+
+use crate::artifact_cache::{ArtifactCache, ArtifactError};
+use crate::extract::ExtractError;
+use crate::fetch::FetchError;
+use crate::module_ref::{ModuleRef, ReleaseIdentity};
+use crate::release_path::{PathError, resolve_path};
+use crate::render::{RenderError, Renderer};
+
+/// Fetch and render, as the driver needs them.
+pub struct Local {
+    pub cache: ArtifactCache,
+    pub renderer: Renderer,
+}
+
+impl Local {
+    /// Downloads (or finds in the cache), verifies and extracts the artifact.
+    pub async fn fetch(&self, url: &str, digest: &str) -> Result<FetchedArtifact, CoreFetch> {
+        let handle = self.cache.get(url, digest).await.map_err(fetch_error)?;
+        Ok(FetchedArtifact {
+            digest: digest.to_string(),
+            size: handle.size(),
+        })
+    }
+
+    /// Renders the request and returns the exported value.
+    pub async fn render(&self, request: &RenderRequest) -> Result<Value, CoreRender> {
+        match request {
+            RenderRequest::Module {
+                path,
+                version,
+                values,
+                release_name,
+                release_namespace,
+            } => {
+                let module = ModuleRef::new(path, version, None).map_err(render_error)?;
+                let identity = ReleaseIdentity {
+                    name: release_name.clone(),
+                    namespace: release_namespace.clone(),
+                };
+                let values = values
+                    .clone()
+                    .unwrap_or_else(|| Value::Object(Default::default()));
+                let rendered = self
+                    .renderer
+                    .render_module_cached(&module, &values, &identity)
+                    .await
+                    .map_err(render_error)?;
+                Ok(rendered.exported.clone())
+            }
+            RenderRequest::Artifact {
+                artifact_digest,
+                artifact_url,
+                path,
+            } => {
+                let handle = self
+                    .cache
+                    .get(artifact_url, artifact_digest)
+                    .await
+                    .map_err(|e| CoreRender::InvalidArtifact {
+                        message: e.to_string(),
+                    })?;
+                let dir = resolve_path(handle.root(), path).map_err(|e| match e {
+                    PathError::PathNotFound { .. } => CoreRender::PathNotFound {
+                        message: e.to_string(),
+                    },
+                    PathError::ReleaseFileNotFound { .. } => CoreRender::ReleaseFileNotFound {
+                        message: e.to_string(),
+                    },
+                })?;
+                let rendered = self
+                    .renderer
+                    .render_package_cached(artifact_digest, path, &dir)
+                    .await
+                    .map_err(render_error)?;
+                Ok(rendered.exported.clone())
+            }
+        }
+    }
+}
+
+/// Cache/fetch/extract errors → the core's fetch error classes.
+pub fn fetch_error(e: ArtifactError) -> CoreFetch {
+    let message = e.to_string();
+    match e {
+        ArtifactError::Fetch(f) => match f {
+            FetchError::Connect { .. } => CoreFetch::Connection { message },
+            FetchError::Truncated { .. } | FetchError::Io { .. } => CoreFetch::Io { message },
+            FetchError::HttpStatus { status, .. } => CoreFetch::Http { status },
+            FetchError::Timeout { .. } => CoreFetch::Timeout,
+            FetchError::DigestMismatch { expected, actual } => {
+                CoreFetch::DigestMismatch { expected, actual }
+            }
+            FetchError::TooLarge { .. } => CoreFetch::TooLarge { message },
+            FetchError::UnsupportedDigest { .. }
+            | FetchError::MalformedDigest { .. }
+            | FetchError::UnsupportedUrl { .. } => CoreFetch::InvalidArtifact { message },
+        },
+        ArtifactError::Extract(x) => match x {
+            // The local disk failed, not the archive: retried.
+            ExtractError::Io { .. } => CoreFetch::Io { message },
+            ExtractError::TooLarge { .. } | ExtractError::TooManyEntries { .. } => {
+                CoreFetch::TooLarge { message }
+            }
+            _ => CoreFetch::InvalidArtifact { message },
+        },
+    }
+}
+
+/// Renderer errors → the core's render error classes.
+pub fn render_error(e: RenderError) -> CoreRender {
+    let message = e.to_string();
+    match e {
+        RenderError::Resolution { .. } => CoreRender::Resolution { message },
+        RenderError::RegistryUnreachable { .. } => CoreRender::RegistryUnreachable { message },
+        RenderError::Timeout { .. } => CoreRender::Timeout { message },
+        RenderError::UnsupportedKind { kind } => CoreRender::UnsupportedKind { kind },
+        RenderError::Evaluation { .. }
+        | RenderError::InvalidOutput { .. }
+        | RenderError::OutputTooLarge { .. } => CoreRender::Evaluation { message },
+        RenderError::Io { .. } => CoreRender::Io { message },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn error_classes_survive_the_translation() {
+        let e = fetch_error(ArtifactError::Fetch(FetchError::HttpStatus {
+            url: "u".into(),
+            status: 503,
+        }));
+        assert_eq!(e, CoreFetch::Http { status: 503 });
+        let e = fetch_error(ArtifactError::Extract(ExtractError::HardLink {
+            name: "x".into(),
+        }));
+        assert!(matches!(e, CoreFetch::InvalidArtifact { .. }));
+        let e = render_error(RenderError::Timeout {
+            after: Duration::from_secs(1),
+        });
+        assert!(matches!(e, CoreRender::Timeout { .. }));
+        let e = render_error(RenderError::Resolution {
+            message: "module not found".into(),
+        });
+        assert!(matches!(e, CoreRender::Resolution { .. }));
+    }
+}

@@ -1,0 +1,299 @@
+//! `opm-operator run`: flags (SPEC §22), logging, clients, executors, controllers, and a
+//! graceful stop on SIGTERM / Ctrl-C (in-flight attempts finish, then exit 0).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use futures::FutureExt;
+
+use crate::artifact_cache::{ArtifactCache, CacheLimits};
+use crate::controller::{self, Settings, Shutdown};
+use crate::driver::Runtime;
+use crate::extract::ExtractLimits;
+use crate::fetch::{FetchConfig, Fetcher};
+use crate::impersonate::{Clients, RateLimit};
+use crate::leader::{self, LeaderLease};
+use crate::local::Local;
+use crate::render::{RenderConfig, Renderer};
+
+#[derive(Debug, Clone, Copy, ValueEnum, Default)]
+pub enum LogFormat {
+    Json,
+    #[default]
+    Text,
+}
+
+/// Flags of `opm-operator run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Attempts reconciled at once, per kind.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: u16,
+    /// ServiceAccount (in the release's namespace) used when `spec.serviceAccountName` is empty.
+    #[arg(long)]
+    pub default_service_account: Option<String>,
+    /// Allow `dependsOn` and `sourceRef` to name other namespaces.
+    #[arg(long)]
+    pub allow_cross_namespace_refs: bool,
+    /// Reconcile only releases matching this label selector (sharding).
+    #[arg(long)]
+    pub watch_label_selector: Option<String>,
+    /// Requeue of dependency / source-not-ready waits.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub requeue_dependency: Duration,
+    /// The `cue` binary.
+    #[arg(long, env = "OPM_CUE_BIN", default_value = "cue")]
+    pub cue_binary: PathBuf,
+    /// `CUE_REGISTRY` for module renders (e.g. `127.0.0.1:5000+insecure`).
+    #[arg(long)]
+    pub cue_registry: Option<String>,
+    /// Artifact and CUE caches.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Largest artifact downloaded, in bytes.
+    #[arg(long, default_value_t = crate::fetch::DEFAULT_MAX_ARTIFACT_BYTES)]
+    pub max_artifact_bytes: u64,
+    /// Write each attempt as a JSON-lines trace into this directory.
+    #[arg(long)]
+    pub trace_dir: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Client-side request rate per client (0 = unlimited).
+    #[arg(long, default_value_t = 50.0)]
+    pub kube_api_qps: f32,
+    /// Requests a client may send at once before the rate applies.
+    #[arg(long, default_value_t = 100)]
+    pub kube_api_burst: u32,
+    /// Prometheus metrics endpoint (`0` disables).
+    #[arg(long, default_value = "0")]
+    pub metrics_bind_address: String,
+    /// `/healthz` and `/readyz` (`0` disables).
+    #[arg(long, default_value = "0")]
+    pub health_probe_bind_address: String,
+    /// Reconcile only while holding the Lease `opm-operator-leader` in the operator's namespace.
+    #[arg(long)]
+    pub leader_elect: bool,
+}
+
+/// How long in-flight attempts may run after SIGTERM (within Kubernetes' default 30s
+/// termination grace period).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// Parses `30s`, `5m`, `1h`, `250ms` or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("invalid duration unit in {s:?}")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Installs the tracing subscriber (`RUST_LOG`, default `info`).
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+/// Builds the shared runtime from flags and a kube config.
+pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Result<Arc<Runtime>> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cache_dir = match &args.cache_dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join("opm-operator-cache"),
+    };
+    std::fs::create_dir_all(&cache_dir)?;
+    let fetcher = Fetcher::new(FetchConfig {
+        max_bytes: args.max_artifact_bytes,
+        ..FetchConfig::default()
+    })?;
+    let cache = ArtifactCache::new(
+        &cache_dir,
+        fetcher,
+        ExtractLimits::default(),
+        CacheLimits::default(),
+    )?;
+    let mut render = RenderConfig::new(&args.cue_binary);
+    render.registry = args.cue_registry.clone();
+    render.cue_cache_dir = Some(cache_dir.join("cue"));
+    let local = Local {
+        cache,
+        renderer: Renderer::new(render),
+    };
+    if let Some(dir) = &args.trace_dir {
+        std::fs::create_dir_all(dir)?;
+    }
+    let config = opm_core::Config {
+        default_service_account: args.default_service_account.clone(),
+        allow_cross_namespace_refs: args.allow_cross_namespace_refs,
+        requeue_dependency: args.requeue_dependency,
+    };
+    let limit = RateLimit {
+        qps: args.kube_api_qps,
+        burst: args.kube_api_burst,
+    };
+    let clients = Clients::with_limit(kube_config, Some(limit))?;
+    Ok(Runtime::new(config, clients, local, args.trace_dir.clone()))
+}
+
+/// Ctrl-C or SIGTERM.
+pub fn signal_shutdown() -> Shutdown {
+    controller::shutdown_on(
+        async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("installing the SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            tracing::info!("shutdown requested; finishing in-flight attempts");
+        }
+        .map(|_| ()),
+    )
+}
+
+/// `opm-operator run`.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    init_logging(args.log_format);
+    for (flag, addr) in [
+        ("--metrics-bind-address", &args.metrics_bind_address),
+        (
+            "--health-probe-bind-address",
+            &args.health_probe_bind_address,
+        ),
+    ] {
+        if addr != "0" && addr.parse::<SocketAddr>().is_err() {
+            anyhow::bail!("{flag}: invalid address {addr:?}");
+        }
+    }
+    let kube_config = kube::Config::infer().await?;
+    let rt = build_runtime(&args, kube_config)?;
+    let settings = Settings {
+        concurrency: args.concurrency,
+        label_selector: args.watch_label_selector.clone(),
+    };
+    let mut addrs: Vec<SocketAddr> = Vec::new();
+    for addr in [&args.metrics_bind_address, &args.health_probe_bind_address] {
+        if let Ok(a) = addr.parse::<SocketAddr>()
+            && !addrs.contains(&a)
+        {
+            addrs.push(a);
+        }
+    }
+    for addr in addrs {
+        let rt = rt.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::endpoints::serve(addr, rt).await {
+                tracing::error!(%addr, error = %e, "endpoint server failed");
+            }
+        });
+    }
+    tracing::info!(concurrency = args.concurrency, "opm-operator starting");
+    let shutdown = signal_shutdown();
+    let lease = if args.leader_elect {
+        let lease = Arc::new(LeaderLease::new(
+            rt.clients.operator(),
+            &leader::own_namespace(),
+            leader::default_identity(),
+            leader::LEASE_DURATION,
+        ));
+        if !wait_for_leadership(&lease, shutdown.clone()).await {
+            return Ok(());
+        }
+        Some((lease.clone(), tokio::spawn(keep_leadership(lease))))
+    } else {
+        None
+    };
+    let grace = shutdown
+        .clone()
+        .then(|()| tokio::time::sleep(SHUTDOWN_GRACE));
+    tokio::select! {
+        () = controller::run(rt, settings, shutdown) => {}
+        () = grace => tracing::warn!(
+            grace = ?SHUTDOWN_GRACE,
+            "in-flight attempts did not finish in time; exiting"
+        ),
+    }
+    if let Some((lease, renew)) = lease {
+        renew.abort();
+        lease.release().await;
+    }
+    Ok(())
+}
+
+/// Tries for the Lease every 2s until it is ours (`true`) or shutdown comes (`false`).
+async fn wait_for_leadership(lease: &LeaderLease, shutdown: Shutdown) -> bool {
+    tracing::info!(identity = lease.identity(), "waiting for the leader Lease");
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        match lease.try_acquire_or_renew().await {
+            Ok(true) => {
+                tracing::info!(identity = lease.identity(), "leader Lease acquired");
+                return true;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "leader election request failed"),
+        }
+        tokio::select! {
+            () = &mut shutdown => return false,
+            () = tokio::time::sleep(Duration::from_secs(2)) => {}
+        }
+    }
+}
+
+/// Renews the Lease every third of its duration; a leader that cannot renew for a whole
+/// duration exits at once (another replica may already reconcile).
+async fn keep_leadership(lease: Arc<LeaderLease>) {
+    let period = leader::LEASE_DURATION / 3;
+    let mut last_ok = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(period).await;
+        match lease.try_acquire_or_renew().await {
+            Ok(true) => last_ok = tokio::time::Instant::now(),
+            Ok(false) => {
+                tracing::error!("the leader Lease was taken over; exiting");
+                std::process::exit(1);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "renewing the leader Lease failed");
+                if last_ok.elapsed() > leader::LEASE_DURATION {
+                    tracing::error!("could not renew the leader Lease in time; exiting");
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("7").unwrap(), Duration::from_secs(7));
+        assert!(parse_duration("5x").is_err());
+    }
+}

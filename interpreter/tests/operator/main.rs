@@ -1,0 +1,11 @@
+//! End-to-end tests of the operator on the real test cluster (opm-testenv): the operator
+//! runs in-process through the same code path as `opm-operator run`, real `cue`, real
+//! `cue mod registry`, real HTTP artifacts. One API server for this whole binary.
+
+mod artifacts;
+mod failures;
+mod harness;
+mod identity;
+mod leader;
+mod lifecycle;
+mod process;
