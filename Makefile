@@ -1,5 +1,5 @@
 SHELL := /bin/bash
-.PHONY: test tools lint core-purity
+.PHONY: test tools lint core-purity demo demo-check deploy-check crds
 
 # Build or reuse the test tools (kube-apiserver + etcd, kubectl, cue, Flux source CRDs).
 tools:
@@ -8,6 +8,24 @@ tools:
 # Every suite. Tests find the tools through the OPM_* variables `tools/install --env` prints.
 test: tools
 	eval "$$(./tools/install --env)" && cargo test --workspace --locked
+
+# The README's first command: a local API server, a CUE registry, an artifact server, the
+# operator and both example releases; Ctrl-C stops everything.
+demo:
+	./hack/demo
+
+# The demo non-interactively: exits 0 once both example releases are Ready.
+demo-check:
+	./hack/demo --once
+
+# deploy/ against a real API server: server dry-run, apply, kubectl explain, printer
+# columns, RBAC can-i checks.
+deploy-check:
+	./hack/check-deploy
+
+# Regenerate deploy/crds and the Helm chart's CRDs from the Rust API types.
+crds:
+	UPDATE_CRDS=1 cargo test -p opm-core --test deploy_crds -- --ignored
 
 lint:
 	cargo fmt --all -- --check
