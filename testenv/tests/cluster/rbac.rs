@@ -14,6 +14,26 @@ fn config_map(name: &str) -> serde_json::Value {
     })
 }
 
+/// Applies as a subject whose binding was just created. The API server's RBAC authorizer
+/// reads bindings from a watch cache, so a fresh grant becomes visible a moment later:
+/// retry a 403 for a few seconds, and return the last answer.
+async fn apply_once_granted(
+    client: kube::Client,
+    ns: &str,
+    name: &str,
+) -> Result<ConfigMap, kube::Error> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let result = apply_as(client.clone(), ns, name).await;
+        match &result {
+            Err(err) if status_code(err) == Some(403) && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            _ => return result,
+        }
+    }
+}
+
 async fn apply_as(client: kube::Client, ns: &str, name: &str) -> Result<ConfigMap, kube::Error> {
     Api::<ConfigMap>::namespaced(client, ns)
         .patch(
@@ -35,7 +55,9 @@ async fn impersonated_service_account_needs_a_binding() {
         .await
         .unwrap();
     let deployer = env.impersonating_client("deployer", &ns.name).unwrap();
-    let applied = apply_as(deployer, &ns.name, "allowed").await.unwrap();
+    let applied = apply_once_granted(deployer, &ns.name, "allowed")
+        .await
+        .unwrap();
     assert_eq!(applied.data.unwrap()["by"], "impersonation");
 
     // Without one: 403, and nothing is created.
@@ -97,7 +119,9 @@ async fn group_binding_grants_every_service_account_of_the_namespace() {
     )
     .await
     .unwrap();
-    let applied = apply_as(client, &ns.name, "via-group").await.unwrap();
+    let applied = apply_once_granted(client, &ns.name, "via-group")
+        .await
+        .unwrap();
     assert_eq!(applied.metadata.name.as_deref(), Some("via-group"));
 }
 
