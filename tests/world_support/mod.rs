@@ -2,7 +2,9 @@
 //! the "heal" that removes every fault and user error, and helpers over attempt logs.
 #![allow(dead_code)]
 
+mod convergence;
 mod generate;
+pub use convergence::*;
 pub use generate::*;
 
 use std::collections::BTreeSet;
