@@ -1,5 +1,5 @@
 SHELL := /bin/bash
-.PHONY: test tools lint core-purity demo demo-check deploy-check crds
+.PHONY: test tools lint core-purity demo demo-check deploy-check crds fuzz
 
 # Build or reuse the test tools (kube-apiserver + etcd, kubectl, cue, Flux source CRDs).
 tools:
@@ -33,3 +33,11 @@ lint:
 
 core-purity:
 	./tools/check-core-deps
+
+# Issue 7's long runs (CI runs them): a million generated archives through the extractor, a
+# million generated values through the value→objects conversion, and ten thousand random
+# fault schedules in the simulated world (a release build). Each prints its figures.
+fuzz:
+	OPM_FUZZ_CASES=1000000 cargo test --locked -p opm-operator --test fuzz_extract -- --nocapture
+	OPM_FUZZ_CASES=1000000 cargo test --locked -p opm-core --test fuzz_render_value -- --nocapture
+	cargo bench --locked -p opm-core --bench fault_schedules
