@@ -56,6 +56,12 @@ pub struct RunArgs {
     /// Largest artifact downloaded, in bytes.
     #[arg(long, default_value_t = crate::fetch::DEFAULT_MAX_ARTIFACT_BYTES)]
     pub max_artifact_bytes: u64,
+    /// Deadline of one artifact download (SPEC §17).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub fetch_timeout: Duration,
+    /// Deadline of one `cue` run; the child is killed when it passes (SPEC §18).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub render_timeout: Duration,
     /// Write each attempt as a JSON-lines trace into this directory.
     #[arg(long)]
     pub trace_dir: Option<PathBuf>,
@@ -123,6 +129,7 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
     std::fs::create_dir_all(&cache_dir)?;
     let fetcher = Fetcher::new(FetchConfig {
         max_bytes: args.max_artifact_bytes,
+        timeout: args.fetch_timeout,
         ..FetchConfig::default()
     })?;
     let cache = ArtifactCache::new(
@@ -133,6 +140,7 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
     )?;
     let mut render = RenderConfig::new(&args.cue_binary);
     render.registry = args.cue_registry.clone();
+    render.timeout = args.render_timeout;
     render.cue_cache_dir = Some(cache_dir.join("cue"));
     let local = Local {
         cache,

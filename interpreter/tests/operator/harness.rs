@@ -49,6 +49,8 @@ pub fn default_args(ns: &str) -> RunArgs {
         cue_registry: None,
         cache_dir: None,
         max_artifact_bytes: 64 * 1024 * 1024,
+        fetch_timeout: Duration::from_secs(60),
+        render_timeout: Duration::from_secs(60),
         trace_dir: None,
         log_format: LogFormat::Text,
         kube_api_qps: 50.0,
