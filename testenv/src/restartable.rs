@@ -210,6 +210,12 @@ fn make_client_cert(dir: &Path) -> Result<()> {
         "/O=system:masters/CN=chaos-admin",
     ]);
     openssl(&csr, dir)?;
+    // Extensions make it an X.509 v3 certificate: rustls refuses v1 client certificates.
+    std::fs::write(
+        dir.join("admin.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n",
+    )
+    .map_err(|e| Error::io("write admin.ext", e))?;
     openssl(
         &[
             "x509",
@@ -225,6 +231,8 @@ fn make_client_cert(dir: &Path) -> Result<()> {
             "admin.crt",
             "-days",
             "2",
+            "-extfile",
+            "admin.ext",
         ],
         dir,
     )

@@ -115,7 +115,7 @@ async fn kill_case(
     let at = match phase {
         Phase::Apply => {
             fleet
-                .wait_owned("the first applied object", PHASE, |n| n > 0)
+                .wait_owned("a third of the objects applied", PHASE, |n| n >= total / 3)
                 .await
         }
         Phase::Prune => {
@@ -125,7 +125,9 @@ async fn kill_case(
             }
             fleet.publish_all(KEPT).await;
             fleet
-                .wait_owned("the first pruned object", PHASE, |n| n < total)
+                .wait_owned("a third of the stale objects pruned", PHASE, |n| {
+                    n <= total - (total - RELEASES * KEPT) / 3
+                })
                 .await
         }
     };
