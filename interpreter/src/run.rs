@@ -56,6 +56,9 @@ pub struct RunArgs {
     /// Largest artifact downloaded, in bytes.
     #[arg(long, default_value_t = crate::fetch::DEFAULT_MAX_ARTIFACT_BYTES)]
     pub max_artifact_bytes: u64,
+    /// Largest total size an artifact may extract to, in bytes (SPEC §2, §17).
+    #[arg(long, default_value_t = crate::extract::DEFAULT_MAX_EXTRACTED_BYTES)]
+    pub max_extracted_bytes: u64,
     /// Deadline of one artifact download (SPEC §17).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub fetch_timeout: Duration,
@@ -135,7 +138,10 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
     let cache = ArtifactCache::new(
         &cache_dir,
         fetcher,
-        ExtractLimits::default(),
+        ExtractLimits {
+            max_bytes: args.max_extracted_bytes,
+            ..ExtractLimits::default()
+        },
         CacheLimits::default(),
     )?;
     let mut render = RenderConfig::new(&args.cue_binary);

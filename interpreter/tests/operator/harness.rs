@@ -49,6 +49,7 @@ pub fn default_args(ns: &str) -> RunArgs {
         cue_registry: None,
         cache_dir: None,
         max_artifact_bytes: 64 * 1024 * 1024,
+        max_extracted_bytes: opm_operator::extract::DEFAULT_MAX_EXTRACTED_BYTES,
         fetch_timeout: Duration::from_secs(60),
         render_timeout: Duration::from_secs(60),
         trace_dir: None,
