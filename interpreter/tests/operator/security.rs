@@ -6,7 +6,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
+use k8s_openapi::api::rbac::v1::Role;
+use kube::api::{Api, Patch, PatchParams};
+use opm_core::constants::REQUESTED_AT_ANNOTATION;
 use opm_testenv::rbac;
 use serde_json::{Value, json};
 
@@ -154,21 +156,19 @@ async fn prune_runs_as_the_service_account_and_a_forbidden_delete_deletes_nothin
     op.stop().await;
 }
 
-/// Without `get` on ConfigMaps the drift check (a read of the live object as the SA) is
-/// refused and the release stalls naming the check and the SA; with the check disabled the
-/// same SA applies fine, so it was the check, run as the SA, that failed.
+/// The drift check is a dry-run apply as the SA: once the SA loses `patch` on ConfigMaps,
+/// a re-reconcile of the unchanged release stalls naming the drift check and the SA (the
+/// operator itself could still patch). With the check disabled the same attempt is a
+/// no-op and Ready, so it was the check, run as the SA, that was refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_drift_check_runs_as_the_service_account() {
     let (env, ns) = namespace().await;
+    let all = ["get", "list", "watch", "create", "patch", "update"];
     rbac::service_account_with_role(
         &ns.client,
         &ns.name,
         "blind",
-        vec![rbac::rule(
-            "",
-            &["configmaps"],
-            &["list", "watch", "create", "patch", "update"],
-        )],
+        vec![rbac::rule("", &["configmaps"], &all)],
     )
     .await
     .unwrap();
@@ -190,6 +190,39 @@ async fn the_drift_check_runs_as_the_service_account() {
             ".",
             json!({"serviceAccountName": "blind", "driftDetection": {"mode": "Warn"}}),
         ),
+    )
+    .await;
+    wait_rel(&ns.client, &ns.name, "d", "Ready", is_ready_rel).await;
+    // Revoke `patch`, and wait until the authorizer has seen it.
+    let roles = Api::<Role>::namespaced(ns.client.clone(), &ns.name);
+    roles
+        .patch(
+            "blind",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"rules": [rbac::rule("", &["configmaps"], &["get", "list", "watch", "create", "update"])]})),
+        )
+        .await
+        .unwrap();
+    let as_sa = env.impersonating_client("blind", &ns.name).unwrap();
+    let sa_cms = Api::<ConfigMap>::namespaced(as_sa, &ns.name);
+    eventually("patch revoked for the SA", || {
+        let sa_cms = sa_cms.clone();
+        async move {
+            let params = PatchParams::apply("probe").dry_run();
+            let probe =
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d-one"}});
+            matches!(
+                sa_cms.patch("d-one", &params, &Patch::Apply(&probe)).await,
+                Err(kube::Error::Api(e)) if e.code == 403
+            )
+        }
+    })
+    .await;
+    patch_rel(
+        &ns.client,
+        &ns.name,
+        "d",
+        json!({"metadata": {"annotations": {REQUESTED_AT_ANNOTATION: "after-revoke"}}}),
     )
     .await;
     let got = wait_rel(
