@@ -133,7 +133,6 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
     let fetcher = Fetcher::new(FetchConfig {
         max_bytes: args.max_artifact_bytes,
         timeout: args.fetch_timeout,
-        ..FetchConfig::default()
     })?;
     let cache = ArtifactCache::new(
         &cache_dir,
