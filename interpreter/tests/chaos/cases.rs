@@ -63,7 +63,7 @@ enum Phase {
 }
 
 /// Stops the fault, waits for convergence, audits, deletes `r0`: the common tail.
-async fn finish(mut row: Row, fleet: &mut Fleet, op: &OperatorProc, healed: Instant) -> Row {
+async fn finish(mut row: Row, fleet: &mut Fleet, op: &mut OperatorProc, healed: Instant) -> Row {
     match fleet.wait_converged(CONVERGE).await {
         Ok(_) => {
             row.converged = true;
@@ -80,6 +80,12 @@ async fn finish(mut row: Row, fleet: &mut Fleet, op: &OperatorProc, healed: Inst
     let (wrong, problems) = fleet.audit().await;
     row.wrong_deletions += wrong;
     row.problems.extend(problems);
+    if !op.running() {
+        row.problems.push(format!(
+            "the operator process exited during the fault; log tail: {}",
+            op.log_tail()
+        ));
+    }
     if let Err(e) = fleet.delete_and_check(0, CONVERGE).await {
         row.problems.push(format!("deletion of r0: {e}"));
     }
@@ -152,16 +158,20 @@ async fn kill_case(
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     match target {
-        Target::ApiServer => {
-            if let Err(e) = api.restart().await {
+        Target::ApiServer => match api.restart().await {
+            Ok(took) => row.hit.push_str(&format!(
+                "; API server back after {:.1}s",
+                took.as_secs_f64()
+            )),
+            Err(e) => {
                 row.problems.push(format!("restart: {e}"));
                 return row;
             }
-        }
+        },
         Target::Operator => op.restart().await,
     }
     let healed = Instant::now();
-    finish(row, &mut fleet, &op, healed).await
+    finish(row, &mut fleet, &mut op, healed).await
 }
 
 #[derive(Clone, Copy)]
@@ -193,7 +203,7 @@ async fn artifact_case(api: Arc<RestartableApiServer>, ns: String, kind: Artifac
         };
         fleet.server.set_fault(p, f);
     }
-    let op = OperatorProc::start(&api, &ns, &["--fetch-timeout".into(), "1s".into()]);
+    let mut op = OperatorProc::start(&api, &ns, &["--fetch-timeout".into(), "1s".into()]);
     fleet.create_releases().await;
     match wait_reasons(&client, &ns, &fleet.releases, "FetchFailed").await {
         Ok(()) => {
@@ -206,7 +216,7 @@ async fn artifact_case(api: Arc<RestartableApiServer>, ns: String, kind: Artifac
         fleet.server.clear_fault(p);
     }
     let healed = Instant::now();
-    finish(row, &mut fleet, &op, healed).await
+    finish(row, &mut fleet, &mut op, healed).await
 }
 
 /// Polls until every release's Ready reason is `reason` (each saw the fault).
@@ -276,7 +286,7 @@ async fn cue_deadline_case(api: Arc<RestartableApiServer>, ns: String) -> Row {
     let mut fleet = Fleet::new(client.clone(), &ns, RELEASES).await;
     fleet.create_sentinels().await;
     fleet.publish_all(10).await;
-    let op = OperatorProc::start(
+    let mut op = OperatorProc::start(
         &api,
         &ns,
         &[
@@ -311,5 +321,5 @@ async fn cue_deadline_case(api: Arc<RestartableApiServer>, ns: String) -> Row {
         row.problems
             .push(format!("cue not killed at its deadline: {}", row.hit));
     }
-    finish(row, &mut fleet, &op, healed).await
+    finish(row, &mut fleet, &mut op, healed).await
 }

@@ -98,6 +98,13 @@ impl OperatorProc {
         self.spawn();
     }
 
+    /// Whether the process is still running (it must ride out every fault but its own kill).
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// The last lines of the operator's log, for a failing case.
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
