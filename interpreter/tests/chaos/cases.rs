@@ -37,6 +37,9 @@ pub fn all() -> Vec<(&'static str, CaseFn)> {
         ("operator-kill-mid-prune", |a, n| {
             Box::pin(kill_case(a, n, Target::Operator, Phase::Prune))
         }),
+        ("api-server-kill-mid-deletion", |a, n| {
+            Box::pin(deletion_case(a, n))
+        }),
         ("artifact-500", |a, n| {
             Box::pin(artifact_case(a, n, ArtifactFault::Status500))
         }),
@@ -322,4 +325,92 @@ async fn cue_deadline_case(api: Arc<RestartableApiServer>, ns: String) -> Row {
             .push(format!("cue not killed at its deadline: {}", row.hit));
     }
     finish(row, &mut fleet, &mut op, healed).await
+}
+
+/// Every release deleted at once; the API server is killed a third of the way into the
+/// deletion prunes. Afterwards every release is gone (no finalizer left), every owned
+/// object pruned, every sentinel kept.
+async fn deletion_case(api: Arc<RestartableApiServer>, ns: String) -> Row {
+    let mut row = Row::new(
+        "",
+        "kube-apiserver+etcd SIGKILL, restart on same data/port during deletion of every release",
+        RELEASES,
+    );
+    let client = api.client().await.expect("client");
+    let mut fleet = Fleet::new(client.clone(), &ns, RELEASES).await;
+    fleet.create_sentinels().await;
+    fleet.publish_all(OBJECTS).await;
+    let mut op = OperatorProc::start(&api, &ns, &[]);
+    fleet.create_releases().await;
+    if let Err(e) = fleet.wait_converged(CONVERGE).await {
+        row.problems.push(format!("setup did not converge: {e}"));
+        return row;
+    }
+    let rels = Api::<Release>::namespaced(client.clone(), &ns);
+    for r in &fleet.releases {
+        rels.delete(r, &Default::default()).await.expect("delete");
+    }
+    let total = RELEASES * OBJECTS;
+    let at = fleet
+        .wait_owned("a third of the objects pruned", PHASE, |n| {
+            n <= total - total / 3
+        })
+        .await;
+    api.kill();
+    row.hit = format!("{at} of {total} objects present at the kill (phase range 0..{total})");
+    if at == 0 || at >= total {
+        row.problems
+            .push(format!("the kill missed the deletion window: {}", row.hit));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    match api.restart().await {
+        Ok(took) => row.hit.push_str(&format!(
+            "; API server back after {:.1}s",
+            took.as_secs_f64()
+        )),
+        Err(e) => {
+            row.problems.push(format!("restart: {e}"));
+            return row;
+        }
+    }
+    let healed = Instant::now();
+    loop {
+        let left = match rels.list(&Default::default()).await {
+            Ok(l) => l.items,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        if left.is_empty() {
+            row.converged = true;
+            row.converge = Some(healed.elapsed());
+            break;
+        }
+        if healed.elapsed() > CONVERGE {
+            let fins: Vec<_> = left
+                .iter()
+                .map(|r| (r.metadata.name.clone(), r.metadata.finalizers.clone()))
+                .collect();
+            row.problems.push(format!(
+                "releases left after deletion: {fins:?}; {}",
+                op.log_tail()
+            ));
+            return row;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for e in fleet.expected.iter_mut() {
+        e.clear();
+    }
+    let (wrong, problems) = fleet.audit().await;
+    row.wrong_deletions += wrong;
+    row.problems.extend(problems);
+    if !op.running() {
+        row.problems.push(format!(
+            "the operator process exited during the fault; log tail: {}",
+            op.log_tail()
+        ));
+    }
+    row
 }
