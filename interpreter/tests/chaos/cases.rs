@@ -414,3 +414,19 @@ async fn deletion_case(api: Arc<RestartableApiServer>, ns: String) -> Row {
     }
     row
 }
+
+/// The checks can fail: a sentinel deleted by hand and a desired object that is missing
+/// are both counted as wrong deletions (no operator involved).
+pub async fn audit_control(api: &RestartableApiServer) {
+    let client = api.client().await.expect("client");
+    let mut fleet = Fleet::new(client.clone(), "chaos-control", 1).await;
+    fleet.create_sentinels().await;
+    assert_eq!(fleet.audit().await.0, 0, "a clean namespace audits clean");
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client, "chaos-control")
+        .delete("sentinel-plain", &Default::default())
+        .await
+        .expect("delete sentinel");
+    fleet.expected[0].insert("r0-cm-0".into());
+    let (wrong, problems) = fleet.audit().await;
+    assert_eq!(wrong, 2, "{problems:?}");
+}

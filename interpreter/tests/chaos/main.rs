@@ -36,6 +36,8 @@ async fn chaos() {
         .await
         .expect("our CRDs");
 
+    cases::audit_control(&api).await;
+
     let mut rows = Vec::new();
     for (n, (name, case)) in cases::all().into_iter().enumerate() {
         let ns = format!("chaos-{n}");
