@@ -1,5 +1,5 @@
 SHELL := /bin/bash
-.PHONY: test tools lint core-purity demo demo-check deploy-check crds fuzz
+.PHONY: test chaos fuzz tools lint core-purity demo demo-check deploy-check crds
 
 # Build or reuse the test tools (kube-apiserver + etcd, kubectl, cue, Flux source CRDs).
 tools:
@@ -8,6 +8,12 @@ tools:
 # Every suite. Tests find the tools through the OPM_* variables `tools/install --env` prints.
 test: tools
 	eval "$$(./tools/install --env)" && cargo test --workspace --locked
+
+# Chaos on a real API server of its own: kube-apiserver and operator SIGKILLed mid-apply and
+# mid-prune, artifact server faults, cue past its deadline; prints the table and writes
+# $CARGO_TARGET_DIR/chaos-report.md (target/ by default). `make test` runs it too.
+chaos: tools
+	eval "$$(./tools/install --env)" && cargo test -p opm-operator --test chaos --locked -- --nocapture
 
 # The README's first command: a local API server, a CUE registry, an artifact server, the
 # operator and both example releases; Ctrl-C stops everything.

@@ -56,6 +56,15 @@ pub struct RunArgs {
     /// Largest artifact downloaded, in bytes.
     #[arg(long, default_value_t = crate::fetch::DEFAULT_MAX_ARTIFACT_BYTES)]
     pub max_artifact_bytes: u64,
+    /// Largest total size an artifact may extract to, in bytes (SPEC §2, §17).
+    #[arg(long, default_value_t = crate::extract::DEFAULT_MAX_EXTRACTED_BYTES)]
+    pub max_extracted_bytes: u64,
+    /// Deadline of one artifact download (SPEC §17).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub fetch_timeout: Duration,
+    /// Deadline of one `cue` run; the child is killed when it passes (SPEC §18).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub render_timeout: Duration,
     /// Write each attempt as a JSON-lines trace into this directory.
     #[arg(long)]
     pub trace_dir: Option<PathBuf>,
@@ -123,16 +132,20 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
     std::fs::create_dir_all(&cache_dir)?;
     let fetcher = Fetcher::new(FetchConfig {
         max_bytes: args.max_artifact_bytes,
-        ..FetchConfig::default()
+        timeout: args.fetch_timeout,
     })?;
     let cache = ArtifactCache::new(
         &cache_dir,
         fetcher,
-        ExtractLimits::default(),
+        ExtractLimits {
+            max_bytes: args.max_extracted_bytes,
+            ..ExtractLimits::default()
+        },
         CacheLimits::default(),
     )?;
     let mut render = RenderConfig::new(&args.cue_binary);
     render.registry = args.cue_registry.clone();
+    render.timeout = args.render_timeout;
     render.cue_cache_dir = Some(cache_dir.join("cue"));
     let local = Local {
         cache,

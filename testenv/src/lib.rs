@@ -9,6 +9,7 @@
 //! - [`flux`]: Flux source objects with `status.artifact` set by the test.
 //! - [`CueRegistry`]: `cue mod registry` with the example modules published; [`cue`] runs
 //!   the real binary.
+//! - [`RestartableApiServer`]: an API server of its own to SIGKILL and restart (chaos).
 //! - [`tools`]: where the pinned tools are (`./tools/install` puts them there).
 //! - [`wait::eventually`]: poll until a condition holds.
 //!
@@ -26,6 +27,7 @@ pub mod flux;
 mod process;
 pub mod rbac;
 pub mod registry;
+mod restartable;
 pub mod tools;
 pub mod wait;
 
@@ -34,3 +36,4 @@ pub use crds::{flux_source_crds, install_crds, load_crds_from_dir};
 pub use env::{TestEnv, TestNamespace};
 pub use error::{Error, Result};
 pub use registry::CueRegistry;
+pub use restartable::RestartableApiServer;

@@ -157,3 +157,18 @@ extern "C" fn terminate_all_at_exit() {
         stop(m);
     }
 }
+
+/// SIGKILLs one managed child and reaps it; its temp dir (if any) is kept, so a successor
+/// can start on the same data. Returns once the process is gone.
+pub(crate) fn kill_now(pid: ManagedPid) -> Option<TempDir> {
+    let taken = {
+        let mut all = lock();
+        all.iter()
+            .position(|m| m.id == pid.0)
+            .map(|i| all.swap_remove(i))
+    };
+    let mut m = taken?;
+    let _ = m.child.kill();
+    let _ = m.child.wait();
+    m.dir.take()
+}

@@ -5,7 +5,11 @@
 mod artifacts;
 mod failures;
 mod harness;
+mod hostile;
 mod identity;
 mod leader;
 mod lifecycle;
 mod process;
+mod security;
+#[path = "../support/mod.rs"]
+mod support;
