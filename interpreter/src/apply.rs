@@ -66,7 +66,12 @@ async fn applied(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> AppliedObject {
 
 async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyAction, ApiError> {
     let api = dynamic::api_for(ctx.client.clone(), ctx.resolver, &obj.id).await?;
-    let manifest = ctx.secrets.restore(&obj.manifest);
+    let manifest = ctx
+        .secrets
+        .restore(&obj.manifest)
+        .map_err(|e| ApiError::Invalid {
+            message: e.to_string(),
+        })?;
     let name = &obj.id.name;
     let live = api
         .get_opt(name)

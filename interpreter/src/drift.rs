@@ -70,7 +70,11 @@ async fn drifted(
     };
     // Forced: a field another manager took is drift, not an error of the check.
     let params = PatchParams::apply(field_manager).force().dry_run();
-    let desired = secrets.restore(&obj.manifest);
+    let desired = secrets
+        .restore(&obj.manifest)
+        .map_err(|e| ApiError::Invalid {
+            message: e.to_string(),
+        })?;
     let dry = api
         .patch(&obj.id.name, &params, &Patch::Apply(&desired))
         .await

@@ -9,10 +9,32 @@ use std::fmt;
 
 use serde_json::Value;
 
-/// The real Secret values of one attempt, by digest. `Debug` shows only the count.
+/// The real Secret values of one attempt, by digest. `Debug` shows only the count, so the
+/// table is safe to log.
 #[derive(Default, Clone)]
 pub struct SecretTable {
-    values: HashMap<String, String>,
+    values: HashMap<String, Value>,
+}
+
+/// A Secret handed back for apply carries a value this attempt's render never produced.
+/// Writing the digest text as the Secret's value would corrupt it, so the object fails.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "Secret {name}: value {digest} is not known to this attempt's render; refusing to write it"
+)]
+pub struct UnknownSecretDigest {
+    pub name: String,
+    pub digest: String,
+}
+
+/// `sha256:<hex>` of a Secret value: of the string itself (for `data`, the base64 text as
+/// rendered), or of the JSON text of a value that is not a string (which the API server
+/// will refuse, but which must not reach the core either).
+pub fn secret_digest(value: &Value) -> String {
+    match value {
+        Value::String(s) => opm_core::digest::sha256(s.as_bytes()),
+        other => opm_core::digest::sha256(other.to_string().as_bytes()),
+    }
 }
 
 impl fmt::Debug for SecretTable {
@@ -65,34 +87,39 @@ impl SecretTable {
                 continue;
             };
             for v in map.values_mut() {
-                if let Value::String(s) = v {
-                    let digest = opm_core::digest::sha256(s.as_bytes());
-                    self.values.insert(digest.clone(), std::mem::take(s));
-                    *s = digest;
-                }
+                let digest = secret_digest(v);
+                let real = std::mem::replace(v, Value::String(digest.clone()));
+                self.values.insert(digest, real);
             }
         }
     }
 
-    /// A copy of `manifest` with digests of this table replaced by the real values.
-    pub fn restore(&self, manifest: &Value) -> Value {
+    /// A copy of `manifest` with every Secret value put back. Objects that are not Secrets
+    /// come back unchanged; a Secret value this table does not know is an error.
+    pub fn restore(&self, manifest: &Value) -> Result<Value, UnknownSecretDigest> {
         let mut out = manifest.clone();
-        if !is_secret(&out) || self.values.is_empty() {
-            return out;
+        if !is_secret(&out) {
+            return Ok(out);
         }
+        let name = out
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         for field in FIELDS {
             let Some(map) = out.get_mut(field).and_then(Value::as_object_mut) else {
                 continue;
             };
             for v in map.values_mut() {
-                if let Value::String(s) = v
-                    && let Some(real) = self.values.get(s.as_str())
-                {
-                    *s = real.clone();
-                }
+                let digest = v.as_str().unwrap_or_default();
+                let real = self.values.get(digest).ok_or_else(|| UnknownSecretDigest {
+                    name: name.clone(),
+                    digest: digest.to_string(),
+                })?;
+                *v = real.clone();
             }
         }
-        out
+        Ok(out)
     }
 }
 
@@ -120,8 +147,47 @@ mod tests {
         );
         assert_eq!(table.len(), 2);
         assert!(!format!("{table:?}").contains("hunter2"));
-        let restored = table.restore(secret);
+        let restored = table.restore(secret).unwrap();
         assert_eq!(restored["stringData"]["p"], json!("hunter2"));
         assert_eq!(restored["data"]["k"], json!("aHVudGVyMg=="));
+    }
+
+    #[test]
+    fn non_string_values_are_redacted_too_and_come_back_as_they_were() {
+        let mut s = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "stringData": {"n": 5, "nested": {"pw": "t0p"}}});
+        let original = s.clone();
+        let mut table = SecretTable::default();
+        table.redact_object(&mut s);
+        assert_eq!(table.len(), 2);
+        assert!(!s.to_string().contains("t0p"), "{s}");
+        assert_eq!(s["stringData"]["n"], json!(secret_digest(&json!(5))));
+        assert_eq!(table.restore(&s).unwrap(), original);
+    }
+
+    #[test]
+    fn a_value_the_render_never_produced_is_refused_not_written() {
+        let mut table = SecretTable::default();
+        let mut s = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"k": "YQ=="}});
+        table.redact_object(&mut s);
+        let mut foreign = s.clone();
+        foreign["data"]["k"] = json!(secret_digest(&json!("other")));
+        let err = table.restore(&foreign).unwrap_err();
+        assert_eq!(err.name, "s");
+        assert!(err.to_string().contains("refusing"), "{err}");
+        // Objects that are not Secrets pass through whatever they hold.
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "sha256:00"}});
+        assert_eq!(table.restore(&cm).unwrap(), cm);
+    }
+
+    #[test]
+    fn a_changed_secret_value_changes_the_redacted_object() {
+        let secret = |v: &str| json!({"apiVersion": "v1", "kind": "Secret", "data": {"k": v}});
+        let (mut a, mut b) = (secret("YQ=="), secret("Yg=="));
+        let mut t = SecretTable::default();
+        t.redact_object(&mut a);
+        t.redact_object(&mut b);
+        assert_ne!(a, b);
     }
 }

@@ -242,7 +242,7 @@ fn damage(mut bytes: Vec<u8>, d: &Damage) -> Vec<u8> {
     bytes
 }
 
-/// Resolves `target` of a link at `link` lexically; `None` when it climbs above `root`.
+/// Resolves `target` of a link at `link` lexically: whether it stays under `root`.
 fn lexically_inside(root: &Path, link: &Path, target: &Path) -> bool {
     if target.is_absolute() {
         return target.starts_with(root);
@@ -255,11 +255,7 @@ fn lexically_inside(root: &Path, link: &Path, target: &Path) -> bool {
         .unwrap_or_default();
     for c in target.components() {
         match c {
-            Component::ParentDir => {
-                if depth.pop().is_none() {
-                    return false;
-                }
-            }
+            Component::ParentDir if depth.pop().is_none() => return false,
             Component::Normal(_) => depth.push(c),
             _ => {}
         }
