@@ -93,6 +93,7 @@ fn main() {
     let threads = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .min(8);
+    #[allow(clippy::disallowed_methods)] // the bench's own stopwatch, not the core's clock
     let started = Instant::now();
     let handles: Vec<_> = (0..threads)
         .map(|i| {

@@ -4,6 +4,7 @@
 
 mod convergence;
 mod generate;
+#[allow(unused_imports)]
 pub use convergence::*;
 pub use generate::*;
 
