@@ -48,7 +48,8 @@ pub use common::{
     ),
     printcolumn(
         name = "Retry",
-        type_ = "date",
+        // A future time: kubectl renders `date` columns as an age and shows `<invalid>`.
+        type_ = "string",
         json_path = ".status.nextRetryAt",
         priority = "1"
     )
@@ -103,7 +104,8 @@ pub struct ModuleReleaseSpec {
     ),
     printcolumn(
         name = "Retry",
-        type_ = "date",
+        // A future time: kubectl renders `date` columns as an age and shows `<invalid>`.
+        type_ = "string",
         json_path = ".status.nextRetryAt",
         priority = "1"
     )

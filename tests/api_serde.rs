@@ -122,6 +122,8 @@ fn crds_have_names_columns_and_status_subresource() {
             .unwrap();
         assert_eq!(retry["priority"], 1);
         assert_eq!(retry["jsonPath"], ".status.nextRetryAt");
+        // `date` would render the future retry time as `<invalid>` in kubectl.
+        assert_eq!(retry["type"], "string");
         let status = &version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
         assert_eq!(status["conditions"]["x-kubernetes-list-type"], "map");
         assert_eq!(
