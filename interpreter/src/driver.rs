@@ -162,7 +162,9 @@ async fn drive(rt: &Runtime, key: &ReleaseKey, trace: &mut Trace) -> Result<Fini
             requeue_after,
         } = last
         {
-            if gone {
+            // Gone, or our finalizer just came off (no attempt follows the object's
+            // disappearance): the release's series go with it.
+            if gone || reason == opm_core::outcome::reasons::DELETED {
                 rt.metrics.forget(key);
             }
             return Ok(Finished {

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use opm_core::api::ReleaseStatus;
-use opm_core::{Metric, Outcome, ReleaseKey, ReleaseObject};
+use opm_core::{Kind, Metric, Outcome, ReleaseKey, ReleaseObject};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
@@ -270,8 +270,14 @@ impl Metrics {
     }
 
     /// The Ready and suspended gauges from the release as read at the start of an attempt.
+    /// A `Release`'s fetch counters start at 0 here, so they exist before the first hit.
     pub fn observe_release(&self, key: &ReleaseKey, object: &ReleaseObject) {
         let l = ReleaseLabels::of(key);
+        if key.kind == Kind::Release {
+            for family in [&self.fetch_bytes, &self.cache_hits, &self.cache_misses] {
+                drop(family.get_or_create(&l));
+            }
+        }
         self.suspended
             .get_or_create(&l)
             .set(i64::from(object.common().suspend));
@@ -316,6 +322,24 @@ impl Metrics {
         }
     }
 
+    /// The value of one exposed sample (`name` as exposed, e.g. with `_total` or `_count`),
+    /// for tests and diagnostics.
+    pub fn get(&self, name: &str, key: &ReleaseKey, extra: &[(&str, &str)]) -> Option<f64> {
+        let mut series = format!(
+            "{name}{{kind=\"{}\",name=\"{}\",namespace=\"{}\"",
+            key.kind.as_str(),
+            key.name,
+            key.namespace
+        );
+        for (k, v) in extra {
+            series.push_str(&format!(",{k}=\"{v}\""));
+        }
+        series.push_str("} ");
+        self.render()
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
+    }
+
     /// The Prometheus text exposition (serve it with [`CONTENT_TYPE`]).
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -328,7 +352,6 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use opm_core::Kind;
 
     fn key(name: &str) -> ReleaseKey {
         ReleaseKey {

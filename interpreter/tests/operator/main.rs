@@ -4,8 +4,11 @@
 
 mod artifacts;
 mod failures;
+mod ha;
 mod harness;
 mod identity;
 mod leader;
 mod lifecycle;
+mod metrics;
 mod process;
+mod rbac;
