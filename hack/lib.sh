@@ -95,10 +95,13 @@ wait_for() {
 }
 
 # ensure_tools: installs the pinned tools when missing and exports OPM_* paths.
+# `ensure_tools helm` also wants helm (only hack/check-deploy does).
 ensure_tools() {
-	if ! "$root/tools/install" --check >/dev/null 2>&1; then
+	local only=(--skip-helm)
+	[[ "${1:-}" == helm ]] && only=()
+	if ! "$root/tools/install" --check "${only[@]}" >/dev/null 2>&1; then
 		info "missing; building them with tools/install (once; a cold build takes several minutes)"
-		"$root/tools/install" >&2 || fail "tools/install failed"
+		"$root/tools/install" "${only[@]}" >&2 || fail "tools/install failed"
 	fi
 	eval "$("$root/tools/install" --env 2>/dev/null)"
 	local v

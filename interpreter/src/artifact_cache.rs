@@ -69,6 +69,8 @@ struct Entry {
     _dir: TempDir,
     root: PathBuf,
     bytes: u64,
+    /// Size of the downloaded archive.
+    archive_bytes: u64,
 }
 
 /// A reference to an extracted artifact, valid for as long as it is held.
@@ -90,10 +92,23 @@ impl ArtifactHandle {
         self.0.bytes
     }
 
+    /// Bytes of the archive that was downloaded.
+    pub fn archive_size(&self) -> u64 {
+        self.0.archive_bytes
+    }
+
     /// The release package directory `spec_path` inside this artifact (SPEC §17).
     pub fn resolve(&self, spec_path: &str) -> Result<PathBuf, PathError> {
         resolve_path(&self.0.root, spec_path)
     }
+}
+
+/// Whether [`ArtifactCache::lookup`] found the artifact already extracted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    Hit,
+    /// Downloaded now, or joined a download already in flight.
+    Miss,
 }
 
 /// Counters for metrics and tests.
@@ -178,6 +193,15 @@ impl ArtifactCache {
 
     /// Returns the extracted artifact with `digest`, downloading it from `url` if needed.
     pub async fn get(&self, url: &str, digest: &str) -> Result<ArtifactHandle, ArtifactError> {
+        self.lookup(url, digest).await.map(|(handle, _)| handle)
+    }
+
+    /// Like [`Self::get`], and says whether the cache already held the artifact.
+    pub async fn lookup(
+        &self,
+        url: &str,
+        digest: &str,
+    ) -> Result<(ArtifactHandle, Lookup), ArtifactError> {
         let key = Sha256Digest::parse(digest)?;
         let load = {
             let mut st = self.lock();
@@ -186,7 +210,7 @@ impl ArtifactCache {
             if let Some((handle, used)) = st.entries.get_mut(&key) {
                 *used = tick;
                 self.stats.hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(handle.clone());
+                return Ok((handle.clone(), Lookup::Hit));
             }
             self.stats.misses.fetch_add(1, Ordering::Relaxed);
             st.inflight.entry(key.clone()).or_default().clone()
@@ -206,7 +230,7 @@ impl ArtifactCache {
                 self.evict(&mut st);
             }
         }
-        result
+        result.map(|handle| (handle, Lookup::Miss))
     }
 
     async fn load(
@@ -231,6 +255,7 @@ impl ArtifactCache {
         std::fs::create_dir(&root).map_err(io)?;
         let limits = self.extract_limits.clone();
         let digest = key.clone();
+        let archive_bytes = fetched.size;
         // Extraction is blocking file IO; `fetched` (the download) is dropped, and so deleted,
         // when the closure ends, `dir` on any error.
         let handle = tokio::task::spawn_blocking(move || {
@@ -240,6 +265,7 @@ impl ArtifactCache {
                 _dir: dir,
                 root,
                 bytes: stats.bytes,
+                archive_bytes,
             })))
         })
         .await

@@ -134,6 +134,9 @@ async fn drive(rt: &Runtime, key: &ReleaseKey, trace: &mut Trace) -> Result<Fini
         .map_err(DriverError::Read)?;
     let regarding = object.as_ref().map(releases::object_ref);
     let gone = object.is_none();
+    if let Some(obj) = &object {
+        rt.metrics.observe_release(key, obj);
+    }
     let input = Input::new(
         Timestamp::now(),
         InputKind::Observed {
@@ -159,7 +162,9 @@ async fn drive(rt: &Runtime, key: &ReleaseKey, trace: &mut Trace) -> Result<Fini
             requeue_after,
         } = last
         {
-            if gone {
+            // Gone, or our finalizer just came off (no attempt follows the object's
+            // disappearance): the release's series go with it.
+            if gone || reason == opm_core::outcome::reasons::DELETED {
                 rt.metrics.forget(key);
             }
             return Ok(Finished {
@@ -246,10 +251,20 @@ async fn execute(
             result: source::resolve(operator, src).await,
         },
         Effect::FetchArtifact { url, digest, .. } => InputKind::ArtifactFetched {
-            result: rt.local.fetch(url, digest).await,
+            result: rt
+                .local
+                .fetch(url, digest)
+                .await
+                .map(|(fetched, observed)| {
+                    rt.metrics.record_fetch(key, observed);
+                    fetched
+                }),
         },
         Effect::Render { request } => {
-            let result = match rt.local.render(request).await {
+            let started = std::time::Instant::now();
+            let rendered = rt.local.render(request).await;
+            rt.metrics.record_render(key, started.elapsed());
+            let result = match rendered {
                 Ok(mut value) => {
                     secrets.redact_render(&mut value);
                     let objects = flatten(&value);
@@ -339,9 +354,13 @@ async fn execute(
             };
             InputKind::Pruned { results }
         }
-        Effect::PatchStatus { patch, .. } => InputKind::StatusPatched {
-            result: status::patch(operator, key, patch).await,
-        },
+        Effect::PatchStatus { patch, status } => {
+            let result = status::patch(operator, key, patch).await;
+            if result.is_ok() {
+                rt.metrics.observe_status(key, status);
+            }
+            InputKind::StatusPatched { result }
+        }
         Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
             unreachable!("fire-and-forget and Done effects are never executed as awaited")
         }

@@ -16,7 +16,12 @@ pub async fn serve(addr: SocketAddr, rt: Arc<Runtime>) -> std::io::Result<()> {
             "/metrics",
             get(move || {
                 let rt = rt.clone();
-                async move { rt.metrics.render() }
+                async move {
+                    (
+                        [(http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+                        rt.metrics.render(),
+                    )
+                }
             }),
         )
         .route("/healthz", get(|| async { "ok" }))

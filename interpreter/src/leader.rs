@@ -12,7 +12,8 @@ use kube::api::{Api, PostParams};
 
 /// Lease name shared by all replicas.
 pub const LEASE_NAME: &str = "opm-operator-leader";
-/// How long a Lease stays valid without renewal.
+/// How long a Lease stays valid without renewal, unless `--leader-elect-lease-duration`
+/// says otherwise.
 pub const LEASE_DURATION: Duration = Duration::from_secs(15);
 
 /// One contender for the Lease.
@@ -50,6 +51,11 @@ impl LeaderLease {
 
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// How long the Lease stays valid without renewal.
+    pub fn duration(&self) -> Duration {
+        self.duration
     }
 
     /// Takes or renews the Lease; `Ok(false)` while another live holder has it.

@@ -7,9 +7,10 @@ use opm_core::input::FetchedArtifact;
 use opm_core::{FetchError as CoreFetch, RenderError as CoreRender};
 use serde_json::Value;
 
-use crate::artifact_cache::{ArtifactCache, ArtifactError};
+use crate::artifact_cache::{ArtifactCache, ArtifactError, Lookup};
 use crate::extract::ExtractError;
 use crate::fetch::FetchError;
+use crate::metrics::FetchObservation;
 use crate::module_ref::{ModuleRef, ReleaseIdentity};
 use crate::release_path::{PathError, resolve_path};
 use crate::render::{RenderError, Renderer};
@@ -21,13 +22,25 @@ pub struct Local {
 }
 
 impl Local {
-    /// Downloads (or finds in the cache), verifies and extracts the artifact.
-    pub async fn fetch(&self, url: &str, digest: &str) -> Result<FetchedArtifact, CoreFetch> {
-        let handle = self.cache.get(url, digest).await.map_err(fetch_error)?;
-        Ok(FetchedArtifact {
+    /// Downloads (or finds in the cache), verifies and extracts the artifact; also says
+    /// whether the cache served it, for the metrics.
+    pub async fn fetch(
+        &self,
+        url: &str,
+        digest: &str,
+    ) -> Result<(FetchedArtifact, FetchObservation), CoreFetch> {
+        let (handle, lookup) = self.cache.lookup(url, digest).await.map_err(fetch_error)?;
+        let observed = match lookup {
+            Lookup::Hit => FetchObservation::Hit,
+            Lookup::Miss => FetchObservation::Miss {
+                bytes: handle.archive_size(),
+            },
+        };
+        let fetched = FetchedArtifact {
             digest: digest.to_string(),
             size: handle.size(),
-        })
+        };
+        Ok((fetched, observed))
     }
 
     /// Renders the request and returns the exported value.

@@ -1,113 +1,350 @@
-//! A minimal in-process metrics registry for the core's `RecordMetric` effects, keyed by the
-//! release's series labels. It renders the Prometheus text format; the HTTP endpoint and the
-//! full SPEC §21 set (histogram buckets, fetch bytes, cache hits) are still to come.
+//! The operator's Prometheus metrics (SPEC §21), kept in a `prometheus-client` registry and
+//! exposed in the Prometheus text format. Every series carries the release's
+//! `kind,name,namespace`, so a deleted release's series can be removed from every family.
+//!
+//! `prometheus-client` appends `_total` to counter names when encoding, so counters are
+//! registered without it; the exposed names are exactly the SPEC ones.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::time::Duration;
 
-use opm_core::{Metric, ReleaseKey};
+use opm_core::api::ReleaseStatus;
+use opm_core::{Kind, Metric, Outcome, ReleaseKey, ReleaseObject};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
 
-/// Samples by (metric name, label string).
-#[derive(Default)]
-pub struct Metrics {
-    series: Mutex<BTreeMap<(String, String), f64>>,
+pub use prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// Every outcome label, so `forget` can remove each `reconcile_total` series.
+const OUTCOMES: [Outcome; 5] = [
+    Outcome::NoOp,
+    Outcome::Applied,
+    Outcome::AppliedAndPruned,
+    Outcome::FailedTransient,
+    Outcome::FailedStalled,
+];
+const ACTIONS: [&str; 3] = ["created", "updated", "unchanged"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReleaseLabels {
+    kind: String,
+    name: String,
+    namespace: String,
 }
 
-fn labels(key: &ReleaseKey, extra: &[(&str, &str)]) -> String {
-    let mut s = format!(
-        "kind=\"{}\",name=\"{}\",namespace=\"{}\"",
-        key.kind.as_str(),
-        key.name,
-        key.namespace
-    );
-    for (k, v) in extra {
-        let _ = write!(s, ",{k}=\"{v}\"");
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    kind: String,
+    name: String,
+    namespace: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    kind: String,
+    name: String,
+    namespace: String,
+    action: String,
+}
+
+impl ReleaseLabels {
+    fn of(key: &ReleaseKey) -> Self {
+        Self {
+            kind: key.kind.as_str().to_string(),
+            name: key.name.clone(),
+            namespace: key.namespace.clone(),
+        }
     }
-    s
+
+    fn outcome(&self, outcome: Outcome) -> OutcomeLabels {
+        OutcomeLabels {
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            outcome: outcome.metric_label().to_string(),
+        }
+    }
+
+    fn action(&self, action: &str) -> ActionLabels {
+        ActionLabels {
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            action: action.to_string(),
+        }
+    }
+}
+
+/// Builds histograms with fixed buckets (a `Family` needs a constructor for them).
+#[derive(Clone)]
+struct Buckets {
+    start: f64,
+    count: u16,
+}
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(exponential_buckets(self.start, 2.0, self.count))
+    }
+}
+
+/// Reconciles take from milliseconds (no-op) to minutes (slow applies): 5 ms … ~82 s.
+const RECONCILE_BUCKETS: Buckets = Buckets {
+    start: 0.005,
+    count: 15,
+};
+/// A `cue export` takes from microseconds (render cache) to tens of seconds: 1 ms … ~33 s.
+const RENDER_BUCKETS: Buckets = Buckets {
+    start: 0.001,
+    count: 16,
+};
+
+/// The registry and handles to its families.
+pub struct Metrics {
+    registry: Registry,
+    reconcile: Family<OutcomeLabels, Counter>,
+    reconcile_duration: Family<ReleaseLabels, Histogram, Buckets>,
+    apply_resources: Family<ActionLabels, Counter>,
+    prune_resources: Family<ReleaseLabels, Counter>,
+    inventory_size: Family<ReleaseLabels, Gauge>,
+    fetch_bytes: Family<ReleaseLabels, Counter>,
+    render_duration: Family<ReleaseLabels, Histogram, Buckets>,
+    cache_hits: Family<ReleaseLabels, Counter>,
+    cache_misses: Family<ReleaseLabels, Counter>,
+    ready: Family<ReleaseLabels, Gauge>,
+    suspended: Family<ReleaseLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let reconcile = Family::default();
+        let reconcile_duration = Family::new_with_constructor(RECONCILE_BUCKETS);
+        let apply_resources = Family::default();
+        let prune_resources = Family::default();
+        let inventory_size = Family::default();
+        let fetch_bytes = Family::default();
+        let render_duration = Family::new_with_constructor(RENDER_BUCKETS);
+        let cache_hits = Family::default();
+        let cache_misses = Family::default();
+        let ready = Family::default();
+        let suspended = Family::default();
+        // Counter names without `_total`: the encoder appends it.
+        registry.register(
+            "opm_controller_reconcile",
+            "Reconcile attempts by outcome",
+            reconcile.clone(),
+        );
+        registry.register(
+            "opm_controller_reconcile_duration_seconds",
+            "Duration of reconcile attempts",
+            reconcile_duration.clone(),
+        );
+        registry.register(
+            "opm_controller_apply_resources",
+            "Objects applied, by what the apply did",
+            apply_resources.clone(),
+        );
+        registry.register(
+            "opm_controller_prune_resources",
+            "Stale objects deleted",
+            prune_resources.clone(),
+        );
+        registry.register(
+            "opm_controller_inventory_size",
+            "Objects in the release's inventory",
+            inventory_size.clone(),
+        );
+        registry.register(
+            "opm_controller_fetch_bytes",
+            "Artifact bytes downloaded for the release (cache misses)",
+            fetch_bytes.clone(),
+        );
+        registry.register(
+            "opm_controller_render_duration_seconds",
+            "Duration of renders (cue export, or a render-cache hit)",
+            render_duration.clone(),
+        );
+        registry.register(
+            "opm_controller_artifact_cache_hits",
+            "Artifact fetches served from the local cache",
+            cache_hits.clone(),
+        );
+        registry.register(
+            "opm_controller_artifact_cache_misses",
+            "Artifact fetches that had to download",
+            cache_misses.clone(),
+        );
+        registry.register(
+            "opm_controller_release_ready",
+            "1 while the release's Ready condition is True, else 0",
+            ready.clone(),
+        );
+        registry.register(
+            "opm_controller_release_suspended",
+            "1 while the release has spec.suspend set, else 0",
+            suspended.clone(),
+        );
+        Self {
+            registry,
+            reconcile,
+            reconcile_duration,
+            apply_resources,
+            prune_resources,
+            inventory_size,
+            fetch_bytes,
+            render_duration,
+            cache_hits,
+            cache_misses,
+            ready,
+            suspended,
+        }
+    }
+}
+
+/// What an artifact fetch cost, for the fetch and cache series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchObservation {
+    /// Served from the cache.
+    Hit,
+    /// Downloaded (or joined a download in flight) this many archive bytes.
+    Miss { bytes: u64 },
 }
 
 impl Metrics {
-    fn add(&self, name: &str, labels: String, value: f64) {
-        let mut m = self.series.lock().unwrap_or_else(|p| p.into_inner());
-        *m.entry((name.to_string(), labels)).or_default() += value;
-    }
-
-    fn set(&self, name: &str, labels: String, value: f64) {
-        let mut m = self.series.lock().unwrap_or_else(|p| p.into_inner());
-        m.insert((name.to_string(), labels), value);
-    }
-
-    /// Records one sample for `key`'s series.
+    /// Records one of the core's `RecordMetric` samples for `key`'s series.
     pub fn record(&self, key: &ReleaseKey, metric: &Metric) {
+        let l = ReleaseLabels::of(key);
         match metric {
             Metric::Reconcile { outcome, duration } => {
-                self.add(
-                    "opm_controller_reconcile_total",
-                    labels(key, &[("outcome", outcome.metric_label())]),
-                    1.0,
-                );
-                self.add(
-                    "opm_controller_reconcile_duration_seconds_sum",
-                    labels(key, &[]),
-                    duration.as_secs_f64(),
-                );
-                self.add(
-                    "opm_controller_reconcile_duration_seconds_count",
-                    labels(key, &[]),
-                    1.0,
-                );
+                self.reconcile.get_or_create(&l.outcome(*outcome)).inc();
+                self.reconcile_duration
+                    .get_or_create(&l)
+                    .observe(duration.as_secs_f64());
             }
             Metric::ApplyResources {
                 created,
                 updated,
                 unchanged,
             } => {
-                for (action, n) in [
-                    ("created", created),
-                    ("updated", updated),
-                    ("unchanged", unchanged),
-                ] {
-                    self.add(
-                        "opm_controller_apply_resources_total",
-                        labels(key, &[("action", action)]),
-                        *n as f64,
-                    );
+                for (action, n) in ACTIONS.iter().zip([created, updated, unchanged]) {
+                    self.apply_resources
+                        .get_or_create(&l.action(action))
+                        .inc_by(*n);
                 }
             }
-            Metric::PruneResources { count } => self.add(
-                "opm_controller_prune_resources_total",
-                labels(key, &[]),
-                *count as f64,
-            ),
-            Metric::InventorySize { count } => self.set(
-                "opm_controller_inventory_size",
-                labels(key, &[]),
-                *count as f64,
-            ),
+            Metric::PruneResources { count } => {
+                self.prune_resources.get_or_create(&l).inc_by(*count);
+            }
+            Metric::InventorySize { count } => {
+                self.inventory_size
+                    .get_or_create(&l)
+                    .set(i64::try_from(*count).unwrap_or(i64::MAX));
+            }
         }
     }
 
-    /// Removes every series of a deleted release.
+    /// An artifact fetch for `key` (hit or miss, and the bytes a miss downloaded).
+    pub fn record_fetch(&self, key: &ReleaseKey, observed: FetchObservation) {
+        let l = ReleaseLabels::of(key);
+        match observed {
+            FetchObservation::Hit => {
+                self.cache_hits.get_or_create(&l).inc();
+            }
+            FetchObservation::Miss { bytes } => {
+                self.cache_misses.get_or_create(&l).inc();
+                self.fetch_bytes.get_or_create(&l).inc_by(bytes);
+            }
+        }
+    }
+
+    /// How long one render of `key` took.
+    pub fn record_render(&self, key: &ReleaseKey, took: Duration) {
+        self.render_duration
+            .get_or_create(&ReleaseLabels::of(key))
+            .observe(took.as_secs_f64());
+    }
+
+    /// The Ready and suspended gauges from the release as read at the start of an attempt.
+    /// A `Release`'s fetch counters start at 0 here, so they exist before the first hit.
+    pub fn observe_release(&self, key: &ReleaseKey, object: &ReleaseObject) {
+        let l = ReleaseLabels::of(key);
+        if key.kind == Kind::Release {
+            for family in [&self.fetch_bytes, &self.cache_hits, &self.cache_misses] {
+                drop(family.get_or_create(&l));
+            }
+        }
+        self.suspended
+            .get_or_create(&l)
+            .set(i64::from(object.common().suspend));
+        self.set_ready(&l, object.status());
+    }
+
+    /// The Ready gauge from a status the attempt just committed.
+    pub fn observe_status(&self, key: &ReleaseKey, status: &ReleaseStatus) {
+        self.set_ready(&ReleaseLabels::of(key), Some(status));
+    }
+
+    fn set_ready(&self, l: &ReleaseLabels, status: Option<&ReleaseStatus>) {
+        let ready = status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+        self.ready.get_or_create(l).set(i64::from(ready));
+    }
+
+    /// Removes every series of a deleted release, in every family.
     pub fn forget(&self, key: &ReleaseKey) {
-        let prefix = labels(key, &[]);
-        let mut m = self.series.lock().unwrap_or_else(|p| p.into_inner());
-        m.retain(|(_, l), _| !l.starts_with(&prefix));
-    }
-
-    /// The value of one series, for tests and diagnostics.
-    pub fn get(&self, name: &str, key: &ReleaseKey, extra: &[(&str, &str)]) -> Option<f64> {
-        let m = self.series.lock().unwrap_or_else(|p| p.into_inner());
-        m.get(&(name.to_string(), labels(key, extra))).copied()
-    }
-
-    /// Prometheus text exposition.
-    pub fn render(&self) -> String {
-        let m = self.series.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = String::new();
-        for ((name, l), v) in m.iter() {
-            let _ = writeln!(out, "{name}{{{l}}} {v}");
+        let l = ReleaseLabels::of(key);
+        for outcome in OUTCOMES {
+            self.reconcile.remove(&l.outcome(outcome));
         }
+        for action in ACTIONS {
+            self.apply_resources.remove(&l.action(action));
+        }
+        self.reconcile_duration.remove(&l);
+        self.render_duration.remove(&l);
+        for family in [
+            &self.prune_resources,
+            &self.fetch_bytes,
+            &self.cache_hits,
+            &self.cache_misses,
+        ] {
+            family.remove(&l);
+        }
+        for family in [&self.inventory_size, &self.ready, &self.suspended] {
+            family.remove(&l);
+        }
+    }
+
+    /// The value of one exposed sample (`name` as exposed, e.g. with `_total` or `_count`),
+    /// for tests and diagnostics.
+    pub fn get(&self, name: &str, key: &ReleaseKey, extra: &[(&str, &str)]) -> Option<f64> {
+        let mut series = format!(
+            "{name}{{kind=\"{}\",name=\"{}\",namespace=\"{}\"",
+            key.kind.as_str(),
+            key.name,
+            key.namespace
+        );
+        for (k, v) in extra {
+            series.push_str(&format!(",{k}=\"{v}\""));
+        }
+        series.push_str("} ");
+        self.render()
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
+    }
+
+    /// The Prometheus text exposition (serve it with [`CONTENT_TYPE`]).
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry);
         out
     }
 }
@@ -115,44 +352,84 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use opm_core::{Kind, Outcome};
-    use std::time::Duration;
 
-    #[test]
-    fn records_and_forgets_a_release() {
-        let m = Metrics::default();
-        let key = ReleaseKey {
+    fn key(name: &str) -> ReleaseKey {
+        ReleaseKey {
             kind: Kind::Release,
             namespace: "ns".into(),
-            name: "a".into(),
-        };
+            name: name.into(),
+        }
+    }
+
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn exposes_spec_names_and_forgets_one_release() {
+        let m = Metrics::default();
+        for _ in 0..2 {
+            m.record(
+                &key("a"),
+                &Metric::Reconcile {
+                    outcome: Outcome::NoOp,
+                    duration: Duration::from_millis(10),
+                },
+            );
+        }
         m.record(
-            &key,
-            &Metric::Reconcile {
-                outcome: Outcome::NoOp,
-                duration: Duration::from_millis(10),
+            &key("a"),
+            &Metric::ApplyResources {
+                created: 3,
+                updated: 0,
+                unchanged: 1,
             },
         );
-        m.record(
-            &key,
-            &Metric::Reconcile {
-                outcome: Outcome::NoOp,
-                duration: Duration::from_millis(10),
-            },
+        m.record(&key("b"), &Metric::InventorySize { count: 4 });
+        m.record_fetch(&key("a"), FetchObservation::Miss { bytes: 100 });
+        m.record_fetch(&key("a"), FetchObservation::Hit);
+        m.record_render(&key("a"), Duration::from_millis(3));
+        let text = m.render();
+        let a = r#"kind="Release",name="a",namespace="ns""#;
+        assert_eq!(
+            sample(
+                &text,
+                &format!("opm_controller_reconcile_total{{{a},outcome=\"no_op\"}}")
+            ),
+            Some(2.0),
+            "{text}"
         );
         assert_eq!(
-            m.get(
-                "opm_controller_reconcile_total",
-                &key,
-                &[("outcome", "no_op")]
+            sample(
+                &text,
+                &format!("opm_controller_apply_resources_total{{{a},action=\"created\"}}")
             ),
-            Some(2.0)
+            Some(3.0)
         );
-        assert!(
-            m.render()
-                .contains("opm_controller_reconcile_total{kind=\"Release\"")
+        assert_eq!(
+            sample(
+                &text,
+                &format!("opm_controller_reconcile_duration_seconds_bucket{{{a},le=\"0.01\"}}")
+            ),
+            Some(2.0),
+            "{text}"
         );
-        m.forget(&key);
-        assert!(m.render().is_empty());
+        assert_eq!(
+            sample(&text, &format!("opm_controller_fetch_bytes_total{{{a}}}")),
+            Some(100.0)
+        );
+        assert_eq!(
+            sample(
+                &text,
+                &format!("opm_controller_artifact_cache_hits_total{{{a}}}")
+            ),
+            Some(1.0)
+        );
+        assert!(text.contains("# TYPE opm_controller_render_duration_seconds histogram"));
+        m.forget(&key("a"));
+        let text = m.render();
+        assert!(!text.contains(r#"name="a""#), "{text}");
+        assert!(text.contains(r#"opm_controller_inventory_size{kind="Release",name="b""#));
     }
 }

@@ -85,6 +85,10 @@ pub struct RunArgs {
     /// Reconcile only while holding the Lease `opm-operator-leader` in the operator's namespace.
     #[arg(long)]
     pub leader_elect: bool,
+    /// How long the leader Lease stays valid without renewal: a standby takes over at most
+    /// this long (plus one retry period) after the leader dies. Renewed every third of it.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
 }
 
 /// How long in-flight attempts may run after SIGTERM (within Kubernetes' default 30s
@@ -227,7 +231,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             rt.clients.operator(),
             &leader::own_namespace(),
             leader::default_identity(),
-            leader::LEASE_DURATION,
+            args.leader_elect_lease_duration,
         ));
         if !wait_for_leadership(&lease, shutdown.clone()).await {
             return Ok(());
@@ -253,8 +257,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Tries for the Lease every 2s until it is ours (`true`) or shutdown comes (`false`).
+/// Tries for the Lease every third of its duration (at most 2s) until it is ours (`true`)
+/// or shutdown comes (`false`).
 async fn wait_for_leadership(lease: &LeaderLease, shutdown: Shutdown) -> bool {
+    let retry = (lease.duration() / 3).min(Duration::from_secs(2));
     tracing::info!(identity = lease.identity(), "waiting for the leader Lease");
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -268,7 +274,7 @@ async fn wait_for_leadership(lease: &LeaderLease, shutdown: Shutdown) -> bool {
         }
         tokio::select! {
             () = &mut shutdown => return false,
-            () = tokio::time::sleep(Duration::from_secs(2)) => {}
+            () = tokio::time::sleep(retry) => {}
         }
     }
 }
@@ -276,7 +282,7 @@ async fn wait_for_leadership(lease: &LeaderLease, shutdown: Shutdown) -> bool {
 /// Renews the Lease every third of its duration; a leader that cannot renew for a whole
 /// duration exits at once (another replica may already reconcile).
 async fn keep_leadership(lease: Arc<LeaderLease>) {
-    let period = leader::LEASE_DURATION / 3;
+    let period = lease.duration() / 3;
     let mut last_ok = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(period).await;
@@ -288,7 +294,7 @@ async fn keep_leadership(lease: Arc<LeaderLease>) {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "renewing the leader Lease failed");
-                if last_ok.elapsed() > leader::LEASE_DURATION {
+                if last_ok.elapsed() > lease.duration() {
                     tracing::error!("could not renew the leader Lease in time; exiting");
                     std::process::exit(1);
                 }

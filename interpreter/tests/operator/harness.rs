@@ -59,6 +59,7 @@ pub fn default_args(ns: &str) -> RunArgs {
         metrics_bind_address: "0".into(),
         health_probe_bind_address: "0".into(),
         leader_elect: false,
+        leader_elect_lease_duration: opm_operator::leader::LEASE_DURATION,
     }
 }
 

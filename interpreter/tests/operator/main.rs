@@ -4,12 +4,15 @@
 
 mod artifacts;
 mod failures;
+mod ha;
 mod harness;
 mod hostile;
 mod identity;
 mod leader;
 mod lifecycle;
+mod metrics;
 mod process;
+mod rbac;
 mod security;
 #[path = "../support/mod.rs"]
 mod support;
