@@ -65,7 +65,7 @@ impl AttemptLog {
     /// header, then `{"seq":n,"in":…}` and `{"seq":n,"out":…}` in the order they happened,
     /// so `trace::replay` (and `opm-sim replay`) accept it.
     pub fn trace_lines(&self, cfg: &Config) -> Vec<String> {
-        let mut r = Recorder::new(&TraceHeader::new(cfg, self.key.clone()));
+        let mut r = Recorder::new(&TraceHeader::new(cfg, self.key.clone()).with_attempt(self.id));
         for (input, batch) in self.inputs.iter().zip(&self.batches) {
             r.input(input);
             r.effects(batch);

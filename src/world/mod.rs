@@ -58,7 +58,7 @@ pub use rbac::{Grant, Rbac, Verb};
 pub use releases::{EditError, ReleaseRecord, Releases, merge_patch};
 pub use scenario::{
     Scenario, ScenarioAccount, ScenarioError, ScenarioEvent, ScenarioFault, ScenarioModule,
-    ScenarioSource, release_from_manifest, timeline_text,
+    ScenarioSource, expand_copies, release_count, release_from_manifest, timeline_text,
 };
 pub use store::{FieldPath, Store, StoredObject};
 
