@@ -16,7 +16,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "opm-sim", version, about = "Simulate and replay opm-operator reconciles")]
+#[command(
+    name = "opm-sim",
+    version,
+    about = "Simulate and replay opm-operator reconciles"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

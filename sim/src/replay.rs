@@ -58,7 +58,26 @@ pub struct Stats {
     pub attempts: usize,
 }
 
-/// Trace files: each path itself, or a directory's regular files in name order.
+/// Regular files under `dir`, depth first (the e2e harness gives each operator its own
+/// subdirectory).
+fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), ReplayError> {
+    let rd = std::fs::read_dir(dir).map_err(|source| ReplayError::Read {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, files)?;
+        } else if p.is_file() {
+            files.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// Trace files: each path itself, or every file under a directory in path order. A
+/// directory without any is an error: a replay step that checks nothing must not pass.
 fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReplayError> {
     let mut files = Vec::new();
     for p in paths {
@@ -67,15 +86,8 @@ fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReplayError> {
             source,
         })?;
         if meta.is_dir() {
-            let rd = std::fs::read_dir(p).map_err(|source| ReplayError::Read {
-                path: p.clone(),
-                source,
-            })?;
-            let mut found: Vec<PathBuf> = rd
-                .flatten()
-                .map(|e| e.path())
-                .filter(|f| f.is_file())
-                .collect();
+            let mut found = Vec::new();
+            walk(p, &mut found)?;
             if found.is_empty() {
                 return Err(ReplayError::Empty { path: p.clone() });
             }
@@ -155,7 +167,10 @@ pub fn replay_text(
     };
     if !text.is_empty() && !text.ends_with('\n') {
         let line = text.lines().count();
-        return Err(corrupt(line, "truncated: the last line is not terminated".into()));
+        return Err(corrupt(
+            line,
+            "truncated: the last line is not terminated".into(),
+        ));
     }
     let mut current: Option<Current> = None;
     let mut attempts = 0;

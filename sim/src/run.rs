@@ -59,7 +59,8 @@ pub fn load(path: &PathBuf) -> Result<Scenario, RunError> {
         path: path.clone(),
         source,
     })?;
-    let is_json = path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
+    let is_json =
+        path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
     let parsed = if is_json {
         serde_json::from_str(&text).map_err(|e| e.to_string())
     } else {
@@ -125,8 +126,8 @@ pub fn run(opts: &RunOpts) -> Result<(), RunError> {
         for e in world.drain_timeline() {
             report.attempt(&e).map_err(write_err("stdout"))?;
             if let Some(p) = picture.as_mut() {
-                let at_ms = u64::try_from(e.started_at.duration_since(start).as_millis())
-                    .unwrap_or(0);
+                let at_ms =
+                    u64::try_from(e.started_at.duration_since(start).as_millis()).unwrap_or(0);
                 let outcome = e.outcome.map_or("none", |o| o.metric_label());
                 let requeue = e
                     .requeue_after
@@ -163,7 +164,9 @@ pub fn run(opts: &RunOpts) -> Result<(), RunError> {
     })?;
     bar.finish_and_clear();
     let attempts = world.attempts_run();
-    let mut out = report.finish(&world, attempts).map_err(write_err("stdout"))?;
+    let mut out = report
+        .finish(&world, attempts)
+        .map_err(write_err("stdout"))?;
     out.flush().map_err(write_err("stdout"))?;
     if let (Some(path), Some(p)) = (&opts.svg, picture) {
         std::fs::write(path, p.render()).map_err(|source| RunError::Write {

@@ -238,8 +238,8 @@ impl Scenario {
         }
         for (i, m) in self.releases.iter().enumerate() {
             for m in expand_copies(m).map_err(|e| invalid(format!("releases[{i}]"), e))? {
-                let o = release_from_manifest(&m)
-                    .map_err(|e| invalid(format!("releases[{i}]"), e))?;
+                let o =
+                    release_from_manifest(&m).map_err(|e| invalid(format!("releases[{i}]"), e))?;
                 w.create_release(o)?;
             }
         }
