@@ -46,6 +46,9 @@ enum Command {
         /// Only the final statuses, not one line per attempt (large fleets).
         #[arg(long)]
         summary: bool,
+        /// Also write every attempt's trace into this directory (replayable).
+        #[arg(long, value_name = "DIR")]
+        trace_dir: Option<PathBuf>,
     },
     /// Replay trace files (or directories of them) through the core; exit 1 naming the
     /// first difference.
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
             seed,
             quiet,
             summary,
+            trace_dir,
         } => {
             let opts = run::RunOpts {
                 scenario,
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
                 seed,
                 quiet,
                 summary,
+                trace_dir,
             };
             match run::run(&opts) {
                 Ok(()) => ExitCode::SUCCESS,

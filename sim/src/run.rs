@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use opm_core::world::{Retention, Scenario, ScenarioError, World, WorldError, release_count};
+use opm_core::world::{AttemptLog, Retention, Scenario, ScenarioError, World, WorldError, release_count};
 
 use crate::report::{Report, offset};
 use crate::svg::Picture;
@@ -18,6 +18,67 @@ pub struct RunOpts {
     pub seed: Option<u64>,
     pub quiet: bool,
     pub summary: bool,
+    /// Write every attempt's trace here (as the operator's `--trace-dir` would).
+    pub trace_dir: Option<PathBuf>,
+}
+
+/// Attempts per trace file written by `run --trace-dir`.
+const ATTEMPTS_PER_TRACE_FILE: u64 = 10_000;
+
+/// Writes the simulated attempts' traces in the operator's format, in numbered files.
+struct TraceWriter {
+    dir: PathBuf,
+    file: Option<BufWriter<std::fs::File>>,
+    written: u64,
+}
+
+impl TraceWriter {
+    fn new(dir: &std::path::Path) -> Result<Self, RunError> {
+        std::fs::create_dir_all(dir).map_err(|source| RunError::Write {
+            what: dir.display().to_string(),
+            source,
+        })?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            file: None,
+            written: 0,
+        })
+    }
+
+    fn write(&mut self, cfg: &opm_core::Config, log: &AttemptLog) -> Result<(), RunError> {
+        let path = self.dir.join(format!(
+            "trace-{:06}.jsonl",
+            self.written / ATTEMPTS_PER_TRACE_FILE
+        ));
+        let err = |source| RunError::Write {
+            what: path.display().to_string(),
+            source,
+        };
+        if self.written % ATTEMPTS_PER_TRACE_FILE == 0 {
+            if let Some(mut f) = self.file.take() {
+                f.flush().map_err(err)?;
+            }
+            self.file = Some(BufWriter::new(std::fs::File::create(&path).map_err(err)?));
+        }
+        // Opened just above on the first attempt.
+        let f = self.file.as_mut().expect("trace file open");
+        for line in log.trace_lines(cfg) {
+            f.write_all(line.as_bytes()).map_err(err)?;
+            f.write_all(b"\n").map_err(err)?;
+        }
+        self.written += 1;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<(), RunError> {
+        if let Some(mut f) = self.file.take() {
+            f.flush().map_err(|source| RunError::Write {
+                what: self.dir.display().to_string(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// Why a run failed.
@@ -89,7 +150,12 @@ pub fn run(opts: &RunOpts) -> Result<(), RunError> {
     let mut world = scenario
         .build()
         .map_err(scenario_err)?
-        .with_retention(Retention::Timeline);
+        .with_retention(if opts.trace_dir.is_some() {
+            Retention::Full
+        } else {
+            Retention::Timeline
+        });
+    let mut traces = opts.trace_dir.as_deref().map(TraceWriter::new).transpose()?;
     let total_ms = u64::try_from(end.duration_since(start).as_millis()).unwrap_or(0);
 
     let stdout = std::io::stdout();
@@ -150,6 +216,11 @@ pub fn run(opts: &RunOpts) -> Result<(), RunError> {
             at: offset(start, world.now()),
             source,
         })?;
+        if let Some(t) = traces.as_mut() {
+            for log in world.drain_logs() {
+                t.write(world.config(), &log)?;
+            }
+        }
         if world.timeline().len() >= CHUNK {
             flush(&mut world, &mut report)?;
             bar.set_position(world.now().duration_since(start).as_secs().max(0) as u64);
@@ -163,6 +234,9 @@ pub fn run(opts: &RunOpts) -> Result<(), RunError> {
         source,
     })?;
     bar.finish_and_clear();
+    if let Some(t) = traces {
+        t.finish()?;
+    }
     let attempts = world.attempts_run();
     let mut out = report
         .finish(&world, attempts)
