@@ -51,6 +51,9 @@ struct JsonAttempt<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     requeue_after: Option<String>,
     ready: &'a str,
+    /// Ready's message, for failed attempts only (successes repeat one sentence).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    message: &'a str,
     steps: u32,
 }
 
@@ -120,6 +123,7 @@ impl<W: Write> Report<W> {
         if self.summary {
             return Ok(());
         }
+        let failed = e.outcome.is_some_and(|o| o.is_failure());
         if self.json {
             let a = JsonAttempt {
                 id: e.id,
@@ -135,6 +139,7 @@ impl<W: Write> Report<W> {
                     .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
                 requeue_after: e.requeue_after.map(duration::format),
                 ready: &e.ready,
+                message: if failed { &e.message } else { "" },
                 steps: e.steps,
             };
             if !self.first {
@@ -146,7 +151,7 @@ impl<W: Write> Report<W> {
             let requeue = e
                 .requeue_after
                 .map_or_else(|| "-".to_string(), duration::format);
-            writeln!(
+            write!(
                 self.out,
                 "{} {:<13} {:<40} {:<18} {:<26} requeue {:<8} ready {}",
                 offset(self.start, e.started_at),
@@ -157,6 +162,10 @@ impl<W: Write> Report<W> {
                 requeue,
                 if e.ready.is_empty() { "-" } else { &e.ready }
             )?;
+            if failed && !e.message.is_empty() {
+                write!(self.out, " {:?}", e.message)?;
+            }
+            writeln!(self.out)?;
         }
         self.first = false;
         Ok(())

@@ -49,6 +49,8 @@ fn apply_forbidden_until_an_rbac_grant_then_ready() {
     assert_eq!(web[0]["outcome"], "failed_stalled");
     assert_eq!(web[0]["reason"], "ImpersonationFailed");
     assert_eq!(web[0]["ready"], "False");
+    let why = web[0]["message"].as_str().unwrap();
+    assert!(why.starts_with("apply forbidden while impersonating"), "{why}");
     let fixed = web
         .iter()
         .find(|a| a["outcome"] == "applied")

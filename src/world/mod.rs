@@ -204,6 +204,12 @@ impl World {
         std::mem::take(&mut self.timeline)
     }
 
+    /// Hands out the full attempt logs kept so far and forgets them (with
+    /// [`Retention::Full`], streaming traces out of a long run).
+    pub fn drain_logs(&mut self) -> Vec<AttemptLog> {
+        std::mem::take(&mut self.logs)
+    }
+
     /// Attempts run so far (drained or not).
     pub fn attempts_run(&self) -> u64 {
         self.drained + self.timeline.len() as u64
