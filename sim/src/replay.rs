@@ -25,27 +25,32 @@ pub enum ReplayError {
     },
     #[error("{path}: no trace files found")]
     Empty { path: PathBuf },
-    #[error(
-        "{path}:{line}: attempt {attempt} of {release} differs at step {step} (seq {seq}):\n  expected: {expected}\n  got:      {got}"
-    )]
-    Differs {
-        path: PathBuf,
-        line: usize,
-        attempt: String,
-        release: String,
-        step: u32,
-        seq: u64,
-        expected: String,
-        got: String,
-    },
+    #[error("{0}")]
+    Differs(Box<Difference>),
     #[error("writing the explanation: {0}")]
     Write(#[from] std::io::Error),
+}
+
+/// The first effect the core produced differently from the recording.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{path}:{line}: attempt {attempt} of {release} differs at step {step} (seq {seq}):\n  expected: {expected}\n  got:      {got}"
+)]
+pub struct Difference {
+    pub path: PathBuf,
+    pub line: usize,
+    pub attempt: String,
+    pub release: String,
+    pub step: u32,
+    pub seq: u64,
+    pub expected: String,
+    pub got: String,
 }
 
 impl ReplayError {
     pub fn exit_code(&self) -> u8 {
         match self {
-            ReplayError::Differs { .. } => 1,
+            ReplayError::Differs(_) => 1,
             _ => 2,
         }
     }
@@ -136,7 +141,7 @@ impl Current {
     }
 
     fn differs(&self, path: &Path, line: usize, d: Divergence) -> ReplayError {
-        ReplayError::Differs {
+        ReplayError::Differs(Box::new(Difference {
             path: path.to_path_buf(),
             line,
             attempt: self.name(),
@@ -145,7 +150,7 @@ impl Current {
             seq: d.seq,
             expected: d.expected,
             got: d.got,
-        }
+        }))
     }
 }
 

@@ -2,11 +2,13 @@
 //! timeline out as attempts finish, so a 10 000-release day runs in constant memory.
 
 use std::io::{BufWriter, IsTerminal as _, Write as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use opm_core::world::{AttemptLog, Retention, Scenario, ScenarioError, World, WorldError, release_count};
+use opm_core::world::{
+    AttemptLog, Retention, Scenario, ScenarioError, World, WorldError, release_count,
+};
 
 use crate::report::{Report, offset};
 use crate::svg::Picture;
@@ -54,7 +56,7 @@ impl TraceWriter {
             what: path.display().to_string(),
             source,
         };
-        if self.written % ATTEMPTS_PER_TRACE_FILE == 0 {
+        if self.written.is_multiple_of(ATTEMPTS_PER_TRACE_FILE) {
             if let Some(mut f) = self.file.take() {
                 f.flush().map_err(err)?;
             }
@@ -115,9 +117,9 @@ impl RunError {
 }
 
 /// A scenario from YAML or JSON (JSON when the file says `.json` or starts with `{`).
-pub fn load(path: &PathBuf) -> Result<Scenario, RunError> {
+pub fn load(path: &Path) -> Result<Scenario, RunError> {
     let text = std::fs::read_to_string(path).map_err(|source| RunError::Read {
-        path: path.clone(),
+        path: path.to_path_buf(),
         source,
     })?;
     let is_json =
@@ -128,7 +130,7 @@ pub fn load(path: &PathBuf) -> Result<Scenario, RunError> {
         serde_saphyr::from_str(&text).map_err(|e| e.to_string())
     };
     parsed.map_err(|why| RunError::Parse {
-        path: path.clone(),
+        path: path.to_path_buf(),
         why,
     })
 }
@@ -147,15 +149,20 @@ pub fn run(opts: &RunOpts) -> Result<(), RunError> {
     };
     let start = scenario.start();
     let end = scenario.end().map_err(scenario_err)?;
-    let mut world = scenario
-        .build()
-        .map_err(scenario_err)?
-        .with_retention(if opts.trace_dir.is_some() {
-            Retention::Full
-        } else {
-            Retention::Timeline
-        });
-    let mut traces = opts.trace_dir.as_deref().map(TraceWriter::new).transpose()?;
+    let mut world =
+        scenario
+            .build()
+            .map_err(scenario_err)?
+            .with_retention(if opts.trace_dir.is_some() {
+                Retention::Full
+            } else {
+                Retention::Timeline
+            });
+    let mut traces = opts
+        .trace_dir
+        .as_deref()
+        .map(TraceWriter::new)
+        .transpose()?;
     let total_ms = u64::try_from(end.duration_since(start).as_millis()).unwrap_or(0);
 
     let stdout = std::io::stdout();

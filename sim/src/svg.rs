@@ -3,7 +3,7 @@
 //! backoff gaps are visible. Hand-written text: the picture is simple and a fixed format
 //! keeps it byte-identical across runs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use opm_core::object::ReleaseKey;
@@ -44,7 +44,7 @@ struct Mark {
 pub struct Picture {
     total_ms: u64,
     rows: BTreeMap<ReleaseKey, Vec<Mark>>,
-    skipped: BTreeMap<ReleaseKey, ()>,
+    skipped: BTreeSet<ReleaseKey>,
 }
 
 fn esc(s: &str) -> String {
@@ -66,7 +66,7 @@ impl Picture {
         Self {
             total_ms: total_ms.max(1),
             rows: BTreeMap::new(),
-            skipped: BTreeMap::new(),
+            skipped: BTreeSet::new(),
         }
     }
 
@@ -79,7 +79,7 @@ impl Picture {
         title: String,
     ) {
         if !self.rows.contains_key(key) && self.rows.len() >= MAX_ROWS {
-            self.skipped.insert(key.clone(), ());
+            self.skipped.insert(key.clone());
             return;
         }
         self.rows.entry(key.clone()).or_default().push(Mark {

@@ -32,7 +32,11 @@ fn recorded_attempts_replay_identically_from_a_file_or_a_directory() {
     let (_d, file) = traces();
     let o = replay(&file);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("17 attempts in 1 files"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("17 attempts in 1 files"),
+        "{}",
+        stderr(&o)
+    );
     let o = replay(file.parent().unwrap());
     assert!(o.status.success(), "{}", stderr(&o));
     // Every header names its release and attempt number.
@@ -86,7 +90,10 @@ fn a_tampered_effect_fails_naming_attempt_step_and_difference() {
     assert!(err.contains("attempt #2 of Release demo/app"), "{err}");
     assert!(err.contains("at step 3 (seq 8)"), "{err}");
     assert!(err.contains("expected: {\"type\":\"done\""), "{err}");
-    assert!(err.contains("\"secs\":30") && err.contains("\"secs\":20"), "{err}");
+    assert!(
+        err.contains("\"secs\":30") && err.contains("\"secs\":20"),
+        "{err}"
+    );
     assert!(err.contains("trace-000000.jsonl:"), "{err}");
 }
 
@@ -100,7 +107,10 @@ fn a_corrupted_line_is_reported_by_file_and_line() {
     let o = replay(&file);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
-    assert!(err.contains("trace-000000.jsonl:5: not a trace line"), "{err}");
+    assert!(
+        err.contains("trace-000000.jsonl:5: not a trace line"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 }
 
@@ -121,12 +131,20 @@ fn garbage_missing_files_and_empty_directories_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let o = replay(dir.path());
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("no trace files found"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no trace files found"),
+        "{}",
+        stderr(&o)
+    );
     let f = dir.path().join("x.jsonl");
     std::fs::write(&f, "\u{0}\u{1}binary\n").unwrap();
     let o = replay(&f);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("x.jsonl:1: not a trace line"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("x.jsonl:1: not a trace line"),
+        "{}",
+        stderr(&o)
+    );
     let o = replay(&dir.path().join("missing.jsonl"));
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("missing.jsonl"), "{}", stderr(&o));

@@ -18,14 +18,20 @@ fn artifact_server_down_20_minutes_backs_off_to_5m_then_recovers() {
         .take_while(|a| a["outcome"] == "failed_transient")
         .collect();
     assert!(failed.iter().all(|a| a["reason"] == "FetchFailed"));
-    assert!(failed.iter().all(|a| a["atMs"].as_u64().unwrap() < 20 * MIN));
+    assert!(
+        failed
+            .iter()
+            .all(|a| a["atMs"].as_u64().unwrap() < 20 * MIN)
+    );
     let delays: Vec<u64> = failed
         .iter()
         .map(|a| a["requeueAfterMs"].as_u64().unwrap())
         .collect();
     assert_eq!(
         delays,
-        [5_000, 10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000, 300_000]
+        [
+            5_000, 10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000, 300_000
+        ]
     );
     // The gaps on the clock are the requeues asked for.
     for w in failed.windows(2) {
@@ -50,7 +56,10 @@ fn apply_forbidden_until_an_rbac_grant_then_ready() {
     assert_eq!(web[0]["reason"], "ImpersonationFailed");
     assert_eq!(web[0]["ready"], "False");
     let why = web[0]["message"].as_str().unwrap();
-    assert!(why.starts_with("apply forbidden while impersonating"), "{why}");
+    assert!(
+        why.starts_with("apply forbidden while impersonating"),
+        "{why}"
+    );
     let fixed = web
         .iter()
         .find(|a| a["outcome"] == "applied")
@@ -103,7 +112,14 @@ fn the_svg_is_well_formed_with_one_mark_per_attempt_and_a_legend() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("t.svg");
     let file = example("flaky-fleet.yaml");
-    let out = ok(&["run", &file, "--quiet", "--json", "--svg", &svg.display().to_string()]);
+    let out = ok(&[
+        "run",
+        &file,
+        "--quiet",
+        "--json",
+        "--svg",
+        &svg.display().to_string(),
+    ]);
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     let attempts = doc["attempts"].as_array().unwrap();
     let text = std::fs::read_to_string(&svg).unwrap();
@@ -170,9 +186,16 @@ fn a_bad_scenario_is_named_with_exit_code_2() {
     let o = sim(&["run", &f.display().to_string()]);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
-    assert!(err.contains("bad.yaml") && err.contains("releases[0]"), "{err}");
+    assert!(
+        err.contains("bad.yaml") && err.contains("releases[0]"),
+        "{err}"
+    );
     std::fs::write(&f, "duration: [").unwrap();
     let o = sim(&["run", &f.display().to_string()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("not a valid scenario"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not a valid scenario"),
+        "{}",
+        stderr(&o)
+    );
 }

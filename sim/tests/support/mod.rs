@@ -31,7 +31,11 @@ pub fn stderr(o: &Output) -> String {
 /// Runs and insists on success.
 pub fn ok(args: &[&str]) -> String {
     let o = sim(args);
-    assert!(o.status.success(), "opm-sim {args:?} failed: {}", stderr(&o));
+    assert!(
+        o.status.success(),
+        "opm-sim {args:?} failed: {}",
+        stderr(&o)
+    );
     stdout(&o)
 }
 
