@@ -5,9 +5,15 @@ SHELL := /bin/bash
 tools:
 	./tools/install
 
+# Where the operator e2e tests leave their attempt traces for `opm-sim replay`.
+E2E_TRACES := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/e2e-traces
+
 # Every suite. Tests find the tools through the OPM_* variables `tools/install --env` prints.
+# Then every trace the e2e tests recorded must replay identically through the core.
 test: tools
-	eval "$$(./tools/install --env)" && cargo test --workspace --locked
+	rm -rf "$(E2E_TRACES)"
+	eval "$$(./tools/install --env)" && OPM_E2E_TRACE_DIR="$(E2E_TRACES)" cargo test --workspace --locked
+	cargo run --locked -q -p opm-sim -- replay "$(E2E_TRACES)"
 
 # Chaos on a real API server of its own: kube-apiserver and operator SIGKILLed mid-apply and
 # mid-prune, artifact server faults, cue past its deadline; prints the table and writes

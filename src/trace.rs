@@ -1,6 +1,8 @@
 //! Attempt traces (SPEC §23): JSON lines, a header then `{"seq":n,"in":…}` and
 //! `{"seq":n,"out":…}` records in order, and a pure replay that names the first divergence.
 
+use std::collections::VecDeque;
+
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
@@ -17,6 +19,9 @@ pub struct TraceHeader {
     pub config: Config,
     #[serde(flatten)]
     pub release: ReleaseKey,
+    /// The operator's monotonic attempt number (absent in older traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u64>,
 }
 
 impl TraceHeader {
@@ -25,7 +30,14 @@ impl TraceHeader {
             core_version: env!("CARGO_PKG_VERSION").to_string(),
             config: config.clone(),
             release,
+            attempt: None,
         }
+    }
+
+    /// The header of attempt number `id`.
+    pub fn with_attempt(mut self, id: u64) -> Self {
+        self.attempt = Some(id);
+        self
     }
 }
 
@@ -98,9 +110,11 @@ impl Recorder {
 
 /// Where a replay first differed from the recording.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("trace diverges at seq {seq}: expected {expected}, got {got}")]
+#[error("trace diverges at seq {seq} (step {step}): expected {expected}, got {got}")]
 pub struct Divergence {
     pub seq: u64,
+    /// The attempt's input index (0 is `observed`) whose batch differed.
+    pub step: u32,
     pub expected: String,
     pub got: String,
 }
@@ -109,88 +123,161 @@ fn json<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
-/// Feeds the recorded inputs to a fresh machine and checks every effect matches, in order.
-/// Blank lines are ignored. A new attempt starts at each `observed` input.
-pub fn replay<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<(), Divergence> {
-    let mut lines = lines.into_iter().filter(|l| !l.trim().is_empty());
-    let header_line = lines.next().ok_or_else(|| Divergence {
-        seq: 0,
-        expected: "a trace header".into(),
-        got: "an empty trace".into(),
-    })?;
-    let header: TraceHeader = serde_json::from_str(header_line).map_err(|e| Divergence {
-        seq: 0,
-        expected: "a trace header".into(),
-        got: format!("{header_line} ({e})"),
-    })?;
-    let mut attempt: Option<Attempt> = None;
-    let mut pending: std::collections::VecDeque<Effect> = Default::default();
-    let mut last_seq = 0;
-    for line in lines {
-        let record: TraceRecord = serde_json::from_str(line).map_err(|e| Divergence {
-            seq: last_seq,
-            expected: "a trace record".into(),
-            got: format!("{line} ({e})"),
-        })?;
+/// One parsed line of a trace.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TraceLine {
+    /// Starts an attempt (several attempts may share one file).
+    Header(Box<TraceHeader>),
+    Record(Box<TraceRecord>),
+}
+
+/// Parses one non-blank trace line: a header (it has `coreVersion`) or a record.
+pub fn parse_line(line: &str) -> Result<TraceLine, serde_json::Error> {
+    let v: serde_json::Value = serde_json::from_str(line)?;
+    if v.get("coreVersion").is_some() {
+        serde_json::from_value(v).map(|h| TraceLine::Header(Box::new(h)))
+    } else {
+        serde_json::from_value(v).map(|r| TraceLine::Record(Box::new(r)))
+    }
+}
+
+/// Replays one recorded attempt record by record, so callers can report each step (and
+/// where the recording ends) themselves.
+pub struct Replayer {
+    config: Config,
+    attempt: Option<Attempt>,
+    pending: VecDeque<Effect>,
+    last_seq: u64,
+    step: u32,
+}
+
+impl Replayer {
+    pub fn new(header: &TraceHeader) -> Self {
+        Self {
+            config: header.config.clone(),
+            attempt: None,
+            pending: VecDeque::new(),
+            last_seq: 0,
+            step: 0,
+        }
+    }
+
+    /// Inputs fed so far (the current step is this minus one).
+    pub fn steps(&self) -> u32 {
+        self.step
+    }
+
+    /// Feeds one record. For an input, returns the batch the core produced for it; for an
+    /// effect, checks it against the next one the core produced.
+    pub fn feed(&mut self, record: TraceRecord) -> Result<Option<Vec<Effect>>, Divergence> {
+        let step = self.step.saturating_sub(1);
         match record {
             TraceRecord::In { seq, input } => {
-                last_seq = seq;
-                if let Some(extra) = pending.pop_front() {
+                self.last_seq = seq;
+                if let Some(extra) = self.pending.pop_front() {
                     return Err(Divergence {
                         seq,
+                        step,
                         expected: format!("input {}", json(&input)),
                         got: json(&extra),
                     });
                 }
-                let batch = match (&mut attempt, &input.kind) {
+                let batch = match (&mut self.attempt, &input.kind) {
                     (_, InputKind::Observed { .. }) => {
-                        let (a, b) = Attempt::start(&header.config, input);
-                        attempt = Some(a);
+                        let (a, b) = Attempt::start(&self.config, input);
+                        self.attempt = Some(a);
+                        self.step = 0;
                         b
                     }
                     (Some(a), _) => a.step(input).map_err(|e| Divergence {
                         seq,
+                        step: self.step,
                         expected: "the input to be accepted".into(),
                         got: e.to_string(),
                     })?,
                     (None, _) => {
                         return Err(Divergence {
                             seq,
+                            step: 0,
                             expected: "an observed input first".into(),
                             got: json(&input),
                         });
                     }
                 };
-                pending.extend(batch);
+                self.step += 1;
+                self.pending.extend(batch.iter().cloned());
+                Ok(Some(batch))
             }
             TraceRecord::Out { seq, out } => {
-                last_seq = seq;
-                match pending.pop_front() {
-                    Some(got) if got == out => {}
-                    Some(got) => {
-                        return Err(Divergence {
-                            seq,
-                            expected: json(&out),
-                            got: json(&got),
-                        });
-                    }
-                    None => {
-                        return Err(Divergence {
-                            seq,
-                            expected: json(&out),
-                            got: "no effect".into(),
-                        });
-                    }
+                self.last_seq = seq;
+                match self.pending.pop_front() {
+                    Some(got) if got == out => Ok(None),
+                    Some(got) => Err(Divergence {
+                        seq,
+                        step,
+                        expected: json(&out),
+                        got: json(&got),
+                    }),
+                    None => Err(Divergence {
+                        seq,
+                        step,
+                        expected: json(&out),
+                        got: "no effect".into(),
+                    }),
                 }
             }
         }
     }
-    match pending.pop_front() {
-        Some(extra) => Err(Divergence {
-            seq: last_seq + 1,
-            expected: "end of trace".into(),
-            got: json(&extra),
-        }),
-        None => Ok(()),
+
+    /// The recording ended: the core must not have produced more.
+    pub fn finish(&mut self) -> Result<(), Divergence> {
+        match self.pending.pop_front() {
+            Some(extra) => Err(Divergence {
+                seq: self.last_seq + 1,
+                step: self.step.saturating_sub(1),
+                expected: "end of trace".into(),
+                got: json(&extra),
+            }),
+            None => Ok(()),
+        }
     }
+}
+
+/// Feeds the recorded inputs to a fresh machine and checks every effect matches, in order.
+/// Blank lines are ignored. A new attempt starts at each `observed` input; a further header
+/// line starts a new recording (files with several attempts, as the operator's rotating
+/// trace sink writes them).
+pub fn replay<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<(), Divergence> {
+    let mut lines = lines.into_iter().filter(|l| !l.trim().is_empty());
+    let bad = |seq, expected: &str, got: String| Divergence {
+        seq,
+        step: 0,
+        expected: expected.into(),
+        got,
+    };
+    let header_line = lines
+        .next()
+        .ok_or_else(|| bad(0, "a trace header", "an empty trace".into()))?;
+    let header: TraceHeader = serde_json::from_str(header_line)
+        .map_err(|e| bad(0, "a trace header", format!("{header_line} ({e})")))?;
+    let mut replayer = Replayer::new(&header);
+    for line in lines {
+        match parse_line(line) {
+            Ok(TraceLine::Header(h)) => {
+                replayer.finish()?;
+                replayer = Replayer::new(&h);
+            }
+            Ok(TraceLine::Record(r)) => {
+                replayer.feed(*r)?;
+            }
+            Err(e) => {
+                return Err(bad(
+                    replayer.last_seq,
+                    "a trace record",
+                    format!("{line} ({e})"),
+                ));
+            }
+        }
+    }
+    replayer.finish()
 }

@@ -3,7 +3,6 @@
 //! attempt's deadline), feed the result back, until `Done` (the drain rule, opm_core docs).
 //! The driver decides nothing; it only adds ±5 % jitter to success requeues.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -43,9 +42,9 @@ pub struct Runtime {
     pub events: EventSink,
     pub metrics: Metrics,
     pub local: Local,
-    pub trace_dir: Option<PathBuf>,
+    /// `--trace-dir`: where attempts are recorded, if anywhere.
+    pub traces: Option<crate::trace_sink::TraceSink>,
     attempt_ids: AtomicU64,
-    id_prefix: String,
 }
 
 impl Runtime {
@@ -53,7 +52,7 @@ impl Runtime {
         config: Config,
         clients: Clients,
         local: Local,
-        trace_dir: Option<PathBuf>,
+        traces: Option<crate::trace_sink::TraceSink>,
     ) -> Arc<Self> {
         let operator = clients.operator();
         Arc::new(Self {
@@ -63,9 +62,8 @@ impl Runtime {
             metrics: Metrics::default(),
             clients,
             local,
-            trace_dir,
+            traces,
             attempt_ids: AtomicU64::new(0),
-            id_prefix: Timestamp::now().as_millisecond().to_string(),
         })
     }
 }
@@ -128,7 +126,11 @@ pub async fn run_attempt(rt: &Runtime, key: &ReleaseKey) -> Result<Finished, Dri
     .await
 }
 
-async fn drive(rt: &Runtime, key: &ReleaseKey, trace: &mut Trace) -> Result<Finished, DriverError> {
+async fn drive(
+    rt: &Runtime,
+    key: &ReleaseKey,
+    trace: &mut Trace<'_>,
+) -> Result<Finished, DriverError> {
     let object = releases::read(rt.clients.operator(), key)
         .await
         .map_err(DriverError::Read)?;
@@ -459,29 +461,24 @@ fn timed_out(effect: &Effect) -> InputKind {
     }
 }
 
-/// The attempt's trace, written to `--trace-dir` when set (one file per attempt).
-struct Trace {
+/// The attempt's trace, appended to the `--trace-dir` sink when set.
+struct Trace<'a> {
     recorder: Option<Recorder>,
-    path: Option<PathBuf>,
+    sink: Option<&'a crate::trace_sink::TraceSink>,
 }
 
-impl Trace {
-    fn new(rt: &Runtime, key: &ReleaseKey, id: u64) -> Self {
-        match &rt.trace_dir {
-            Some(dir) => Self {
-                recorder: Some(Recorder::new(&TraceHeader::new(&rt.config, key.clone()))),
-                path: Some(dir.join(format!(
-                    "{}-{:06}-{}-{}-{}.jsonl",
-                    rt.id_prefix,
-                    id,
-                    key.kind.as_str(),
-                    key.namespace,
-                    key.name
-                ))),
+impl<'a> Trace<'a> {
+    fn new(rt: &'a Runtime, key: &ReleaseKey, id: u64) -> Self {
+        match &rt.traces {
+            Some(sink) => Self {
+                recorder: Some(Recorder::new(
+                    &TraceHeader::new(&rt.config, key.clone()).with_attempt(id),
+                )),
+                sink: Some(sink),
             },
             None => Self {
                 recorder: None,
-                path: None,
+                sink: None,
             },
         }
     }
@@ -499,10 +496,10 @@ impl Trace {
     }
 
     fn write(&self) {
-        if let (Some(r), Some(path)) = (&self.recorder, &self.path)
-            && let Err(e) = std::fs::write(path, r.to_jsonl())
+        if let (Some(r), Some(sink)) = (&self.recorder, self.sink)
+            && let Err(e) = sink.write_attempt(&r.to_jsonl())
         {
-            tracing::warn!(path = %path.display(), error = %e, "writing the trace failed");
+            tracing::warn!(error = %e, "writing the trace failed");
         }
     }
 }

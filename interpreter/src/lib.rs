@@ -43,5 +43,6 @@ pub mod secrets;
 pub mod service_account;
 pub mod source;
 pub mod status;
+pub mod trace_sink;
 
 pub use fetch::FailureClass;

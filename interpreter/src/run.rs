@@ -18,6 +18,7 @@ use crate::impersonate::{Clients, RateLimit};
 use crate::leader::{self, LeaderLease};
 use crate::local::Local;
 use crate::render::{RenderConfig, Renderer};
+use crate::trace_sink::TraceSink;
 
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]
 pub enum LogFormat {
@@ -65,9 +66,16 @@ pub struct RunArgs {
     /// Deadline of one `cue` run; the child is killed when it passes (SPEC §18).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub render_timeout: Duration,
-    /// Write each attempt as a JSON-lines trace into this directory.
+    /// Write each attempt as JSON lines (inputs and effects; replay with `opm-sim replay`)
+    /// into rotating `trace-*.jsonl` files in this directory.
     #[arg(long)]
     pub trace_dir: Option<PathBuf>,
+    /// Size at which a trace file is closed and the next one started.
+    #[arg(long, default_value_t = crate::trace_sink::DEFAULT_MAX_BYTES)]
+    pub trace_max_bytes: u64,
+    /// Trace files kept; the oldest are deleted beyond this.
+    #[arg(long, default_value_t = crate::trace_sink::DEFAULT_MAX_FILES)]
+    pub trace_max_files: usize,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Client-side request rate per client (0 = unlimited).
@@ -155,9 +163,16 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
         cache,
         renderer: Renderer::new(render),
     };
-    if let Some(dir) = &args.trace_dir {
-        std::fs::create_dir_all(dir)?;
-    }
+    let traces = args
+        .trace_dir
+        .as_deref()
+        .map(|dir| {
+            // Process start in ms: a restarted operator never appends to its
+            // predecessor's files, and names still sort by age.
+            let prefix = format!("{:013}", jiff::Timestamp::now().as_millisecond());
+            TraceSink::new(dir, &prefix, args.trace_max_bytes, args.trace_max_files)
+        })
+        .transpose()?;
     let config = opm_core::Config {
         default_service_account: args.default_service_account.clone(),
         allow_cross_namespace_refs: args.allow_cross_namespace_refs,
@@ -168,7 +183,7 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
         burst: args.kube_api_burst,
     };
     let clients = Clients::with_limit(kube_config, Some(limit))?;
-    Ok(Runtime::new(config, clients, local, args.trace_dir.clone()))
+    Ok(Runtime::new(config, clients, local, traces))
 }
 
 /// Ctrl-C or SIGTERM.

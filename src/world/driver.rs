@@ -161,7 +161,7 @@ impl World {
             }
         }
         let current = std::mem::take(&mut self.current);
-        let id = self.timeline.len() as u64;
+        let id = self.attempts_run();
         Ok(AttemptLog {
             id,
             key: key.clone(),

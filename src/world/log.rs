@@ -65,7 +65,7 @@ impl AttemptLog {
     /// header, then `{"seq":n,"in":…}` and `{"seq":n,"out":…}` in the order they happened,
     /// so `trace::replay` (and `opm-sim replay`) accept it.
     pub fn trace_lines(&self, cfg: &Config) -> Vec<String> {
-        let mut r = Recorder::new(&TraceHeader::new(cfg, self.key.clone()));
+        let mut r = Recorder::new(&TraceHeader::new(cfg, self.key.clone()).with_attempt(self.id));
         for (input, batch) in self.inputs.iter().zip(&self.batches) {
             r.input(input);
             r.effects(batch);
@@ -74,6 +74,10 @@ impl AttemptLog {
     }
 
     pub fn timeline_entry(&self) -> TimelineEntry {
+        let ready = self
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
         TimelineEntry {
             id: self.id,
             key: self.key.clone(),
@@ -82,12 +86,8 @@ impl AttemptLog {
             outcome: self.outcome,
             reason: self.reason.clone(),
             requeue_after: self.requeue_after,
-            ready: self
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-                .map(|c| c.status.clone())
-                .unwrap_or_default(),
+            ready: ready.map(|c| c.status.clone()).unwrap_or_default(),
+            message: ready.map(|c| c.message.clone()).unwrap_or_default(),
             steps: self.steps,
         }
     }
@@ -107,6 +107,9 @@ pub struct TimelineEntry {
     /// `Ready` after the attempt (`True`/`False`/`Unknown`, empty when absent or gone).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub ready: String,
+    /// The `Ready` condition's message after the attempt (why it failed, for failures).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
     /// Inputs fed to the machine.
     pub steps: u32,
 }

@@ -58,7 +58,7 @@ pub use rbac::{Grant, Rbac, Verb};
 pub use releases::{EditError, ReleaseRecord, Releases, merge_patch};
 pub use scenario::{
     Scenario, ScenarioAccount, ScenarioError, ScenarioEvent, ScenarioFault, ScenarioModule,
-    ScenarioSource, release_from_manifest, timeline_text,
+    ScenarioSource, expand_copies, release_count, release_from_manifest, timeline_text,
 };
 pub use store::{FieldPath, Store, StoredObject};
 
@@ -112,6 +112,9 @@ pub struct World {
     changed_at: BTreeMap<ReleaseKey, Timestamp>,
     triggers: Vec<Trigger>,
     timeline: Vec<TimelineEntry>,
+    /// Timeline entries already handed out by [`World::drain_timeline`] (attempt ids stay
+    /// monotonic across drains).
+    drained: u64,
     logs: Vec<AttemptLog>,
     events: Vec<RecordedEvent>,
     metrics: Metrics,
@@ -143,6 +146,7 @@ impl World {
             changed_at: BTreeMap::new(),
             triggers: Vec::new(),
             timeline: Vec::new(),
+            drained: 0,
             logs: Vec::new(),
             events: Vec::new(),
             metrics: Metrics::default(),
@@ -191,6 +195,24 @@ impl World {
     }
     pub fn timeline(&self) -> &[TimelineEntry] {
         &self.timeline
+    }
+
+    /// Hands out the timeline so far and forgets it, so long simulations stream their
+    /// output in constant memory. [`World::unsettled`] only sees entries not yet drained.
+    pub fn drain_timeline(&mut self) -> Vec<TimelineEntry> {
+        self.drained += self.timeline.len() as u64;
+        std::mem::take(&mut self.timeline)
+    }
+
+    /// Hands out the full attempt logs kept so far and forgets them (with
+    /// [`Retention::Full`], streaming traces out of a long run).
+    pub fn drain_logs(&mut self) -> Vec<AttemptLog> {
+        std::mem::take(&mut self.logs)
+    }
+
+    /// Attempts run so far (drained or not).
+    pub fn attempts_run(&self) -> u64 {
+        self.drained + self.timeline.len() as u64
     }
     pub fn logs(&self) -> &[AttemptLog] {
         &self.logs
@@ -323,7 +345,7 @@ impl World {
         self.changed_at.insert(key.clone(), now);
         self.triggers.push(Trigger {
             at: now,
-            before_attempt: self.timeline.len() as u64,
+            before_attempt: self.attempts_run(),
             key: key.clone(),
             why: why.to_string(),
         });

@@ -120,7 +120,9 @@ pub struct Scenario {
     pub sources: Vec<ScenarioSource>,
     #[serde(default)]
     pub service_accounts: Vec<ScenarioAccount>,
-    /// `ModuleRelease`/`Release` manifests reconciled by the simulated operator.
+    /// `ModuleRelease`/`Release` manifests reconciled by the simulated operator. A
+    /// top-level `copies: N` (not part of the manifest) stands for N releases named
+    /// `<name>-<i>` (i from 1, zero-padded), so large fleets stay small files.
     #[serde(default)]
     pub releases: Vec<Value>,
     /// Releases someone else reconciles (dependencies); made Ready with a
@@ -142,6 +144,42 @@ pub fn release_from_manifest(v: &Value) -> Result<ReleaseObject, String> {
         other => return Err(format!("kind {other:?} is not ModuleRelease or Release")),
     };
     r.map_err(|e| e.to_string())
+}
+
+/// A release entry with `copies: N` as N manifests (`<name>-<i>`); without it, itself.
+pub fn expand_copies(v: &Value) -> Result<Vec<Value>, String> {
+    let Some(n) = v.get("copies") else {
+        return Ok(vec![v.clone()]);
+    };
+    let n = n
+        .as_u64()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| format!("copies must be a positive integer, not {n}"))?;
+    let mut base = v.clone();
+    if let Some(o) = base.as_object_mut() {
+        o.remove("copies");
+    }
+    let name = base
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .ok_or("a release with copies needs metadata.name")?
+        .to_string();
+    let width = n.to_string().len();
+    Ok((1..=n)
+        .map(|i| {
+            let mut m = base.clone();
+            m["metadata"]["name"] = Value::String(format!("{name}-{i:0width$}"));
+            m
+        })
+        .collect())
+}
+
+/// The number of releases the scenario reconciles, with copies expanded.
+pub fn release_count(s: &Scenario) -> u64 {
+    s.releases
+        .iter()
+        .map(|r| r.get("copies").and_then(Value::as_u64).unwrap_or(1))
+        .sum()
 }
 
 fn offset(start: Timestamp, what: &str, d: &str) -> Result<Timestamp, ScenarioError> {
@@ -199,8 +237,11 @@ impl Scenario {
             w.add_external_release(o)?;
         }
         for (i, m) in self.releases.iter().enumerate() {
-            let o = release_from_manifest(m).map_err(|e| invalid(format!("releases[{i}]"), e))?;
-            w.create_release(o)?;
+            for m in expand_copies(m).map_err(|e| invalid(format!("releases[{i}]"), e))? {
+                let o =
+                    release_from_manifest(&m).map_err(|e| invalid(format!("releases[{i}]"), e))?;
+                w.create_release(o)?;
+            }
         }
         for (i, f) in self.faults.iter().enumerate() {
             let what = format!("faults[{i}]");

@@ -385,3 +385,26 @@ fn scheduled_events_and_queue_order() {
     w.step().unwrap();
     assert_eq!(w.due(&key), Some(t(15)));
 }
+
+/// The operator's trace sink appends attempts to one file: `trace::replay` must replay
+/// each header's attempt, and still catch a change in a later one.
+#[test]
+fn several_attempts_in_one_trace_replay_and_a_later_change_is_caught() {
+    let (mut w, key) = world();
+    w.run_attempt(&key).unwrap();
+    w.run_attempt(&key).unwrap();
+    let mut lines = Vec::new();
+    for log in w.logs() {
+        lines.extend(log.trace_lines(w.config()));
+    }
+    let headers = lines.iter().filter(|l| l.contains("coreVersion")).count();
+    assert_eq!(headers, 2);
+    assert!(lines[0].contains("\"attempt\":0"), "{}", lines[0]);
+    crate::trace::replay(lines.iter().map(String::as_str)).unwrap();
+    let last = lines.len() - 1;
+    assert!(lines[last].contains("\"type\":\"done\""), "{}", lines[last]);
+    lines[last] = lines[last].replace("\"reason\":\"", "\"reason\":\"Tampered");
+    let err = crate::trace::replay(lines.iter().map(String::as_str)).unwrap_err();
+    assert!(err.expected.contains("Tampered"), "{err}");
+    assert!(!err.got.contains("Tampered"), "{err}");
+}

@@ -53,6 +53,8 @@ pub fn default_args(ns: &str) -> RunArgs {
         fetch_timeout: Duration::from_secs(60),
         render_timeout: Duration::from_secs(60),
         trace_dir: None,
+        trace_max_bytes: opm_operator::trace_sink::DEFAULT_MAX_BYTES,
+        trace_max_files: opm_operator::trace_sink::DEFAULT_MAX_FILES,
         log_format: LogFormat::Text,
         kube_api_qps: 50.0,
         kube_api_burst: 100,
@@ -61,6 +63,16 @@ pub fn default_args(ns: &str) -> RunArgs {
         leader_elect: false,
         leader_elect_lease_duration: opm_operator::leader::LEASE_DURATION,
     }
+}
+
+/// With `OPM_E2E_TRACE_DIR` set (`make test` sets it), each operator's traces go to their
+/// own subdirectory there and outlive the test, so `opm-sim replay` can check them all
+/// afterwards; otherwise to a temp dir.
+fn e2e_trace_dir(ns: &str) -> Option<PathBuf> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let root = std::env::var_os("OPM_E2E_TRACE_DIR").filter(|v| !v.is_empty())?;
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Some(PathBuf::from(root).join(format!("{ns}-{}-{n}", std::process::id())))
 }
 
 /// A running in-process operator.
@@ -78,10 +90,11 @@ impl Operator {
         let registry = CueRegistry::global().await;
         let cache = tempfile::tempdir().expect("tempdir");
         let traces = tempfile::tempdir().expect("tempdir");
+        let trace_dir = e2e_trace_dir(ns).unwrap_or_else(|| traces.path().to_path_buf());
         let mut args = default_args(ns);
         args.cue_registry = Some(registry.registry());
         args.cache_dir = Some(cache.path().to_path_buf());
-        args.trace_dir = Some(traces.path().to_path_buf());
+        args.trace_dir = Some(trace_dir.clone());
         tweak(&mut args);
         let rt = build_runtime(&args, env.config()).expect("runtime");
         let (tx, rx) = oneshot::channel::<()>();
@@ -95,7 +108,7 @@ impl Operator {
         let task = tokio::spawn(controller::run(rt.clone(), settings, shutdown));
         Operator {
             rt,
-            trace_dir: traces.path().to_path_buf(),
+            trace_dir,
             stop: Some(tx),
             task: Some(task),
             _dirs: vec![cache, traces],

@@ -84,3 +84,17 @@ fn bad_manifests_and_durations_are_named() {
         matches!(s.build(), Err(ScenarioError::Invalid { what, .. }) if what == "events[0].at")
     );
 }
+
+#[test]
+fn copies_expand_into_numbered_releases() {
+    let mut s = scenario();
+    s.releases[0]["copies"] = json!(12);
+    assert_eq!(release_count(&s), 13);
+    let w = s.build().unwrap();
+    let names: Vec<String> = w.releases().keys().map(|k| k.name.clone()).collect();
+    assert!(names.contains(&"web-01".to_string()), "{names:?}");
+    assert!(names.contains(&"web-12".to_string()), "{names:?}");
+    assert!(!names.contains(&"web".to_string()), "{names:?}");
+    s.releases[0]["copies"] = json!(0);
+    assert!(matches!(s.build(), Err(ScenarioError::Invalid { what, .. }) if what == "releases[0]"));
+}

@@ -1,0 +1,201 @@
+//! `opm-sim run` on the example scenarios: golden timelines, the behaviour they show
+//! asserted from `--json`, determinism and the SVG picture.
+
+mod support;
+
+use support::*;
+
+const MIN: u64 = 60_000;
+
+#[test]
+fn artifact_server_down_20_minutes_backs_off_to_5m_then_recovers() {
+    let file = example("artifact-outage.yaml");
+    golden("artifact-outage.txt", &ok(&["run", &file, "--quiet"]));
+    let doc = json("artifact-outage.yaml");
+    let app = attempts_of(&doc, "app");
+    let failed: Vec<_> = app
+        .iter()
+        .take_while(|a| a["outcome"] == "failed_transient")
+        .collect();
+    assert!(failed.iter().all(|a| a["reason"] == "FetchFailed"));
+    assert!(
+        failed
+            .iter()
+            .all(|a| a["atMs"].as_u64().unwrap() < 20 * MIN)
+    );
+    let delays: Vec<u64> = failed
+        .iter()
+        .map(|a| a["requeueAfterMs"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        delays,
+        [
+            5_000, 10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000, 300_000
+        ]
+    );
+    // The gaps on the clock are the requeues asked for.
+    for w in failed.windows(2) {
+        let gap = w[1]["atMs"].as_u64().unwrap() - w[0]["atMs"].as_u64().unwrap();
+        assert_eq!(gap, w[0]["requeueAfterMs"].as_u64().unwrap());
+    }
+    let recovered = app[failed.len()];
+    assert_eq!(recovered["outcome"], "applied");
+    assert_eq!(recovered["ready"], "True");
+    assert!(recovered["atMs"].as_u64().unwrap() >= 20 * MIN);
+    assert!(recovered["atMs"].as_u64().unwrap() <= 25 * MIN);
+    assert_eq!(final_of(&doc, "app")["ready"], "True");
+}
+
+#[test]
+fn apply_forbidden_until_an_rbac_grant_then_ready() {
+    let file = example("rbac-fixed.yaml");
+    golden("rbac-fixed.txt", &ok(&["run", &file, "--quiet"]));
+    let doc = json("rbac-fixed.yaml");
+    let web = attempts_of(&doc, "web");
+    assert_eq!(web[0]["outcome"], "failed_stalled");
+    assert_eq!(web[0]["reason"], "ImpersonationFailed");
+    assert_eq!(web[0]["ready"], "False");
+    let why = web[0]["message"].as_str().unwrap();
+    assert!(
+        why.starts_with("apply forbidden while impersonating"),
+        "{why}"
+    );
+    let fixed = web
+        .iter()
+        .find(|a| a["outcome"] == "applied")
+        .expect("applied after the grant");
+    assert!(fixed["atMs"].as_u64().unwrap() >= 10 * MIN, "{fixed}");
+    assert_eq!(fixed["ready"], "True");
+    let last = final_of(&doc, "web");
+    assert_eq!(last["ready"], "True");
+    assert_eq!(last["readyReason"], "ReconciliationSucceeded");
+}
+
+#[test]
+fn stalled_render_then_a_new_source_revision_then_ready() {
+    let file = example("stalled-render.yaml");
+    golden("stalled-render.txt", &ok(&["run", &file, "--quiet"]));
+    let doc = json("stalled-render.yaml");
+    let app = attempts_of(&doc, "app");
+    assert_eq!(app[0]["outcome"], "failed_stalled");
+    assert_eq!(app[0]["reason"], "RenderFailed");
+    // The new revision re-triggers at once, not at the stalled requeue.
+    assert_eq!(app[1]["atMs"], 15 * MIN);
+    assert_eq!(app[1]["outcome"], "applied");
+    assert_eq!(final_of(&doc, "app")["ready"], "True");
+}
+
+#[test]
+fn the_same_scenario_and_seed_give_byte_identical_text_json_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = example("flaky-fleet.yaml");
+    let run = |n: usize| {
+        let svg = dir.path().join(format!("{n}.svg"));
+        let svg_s = svg.display().to_string();
+        let text = ok(&["run", &file, "--quiet"]);
+        let json = ok(&["run", &file, "--quiet", "--json", "--svg", &svg_s]);
+        (text, json, std::fs::read(&svg).unwrap())
+    };
+    let a = run(1);
+    let b = run(2);
+    assert!(a.0 == b.0, "text differs between runs");
+    assert!(a.1 == b.1, "JSON differs between runs");
+    assert!(a.2 == b.2, "SVG differs between runs");
+    // The seed matters: another one fails other applies.
+    let other = ok(&["run", &file, "--quiet", "--seed", "7"]);
+    assert_ne!(a.0, other);
+}
+
+#[test]
+fn the_svg_is_well_formed_with_one_mark_per_attempt_and_a_legend() {
+    use quick_xml::events::Event;
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("t.svg");
+    let file = example("flaky-fleet.yaml");
+    let out = ok(&[
+        "run",
+        &file,
+        "--quiet",
+        "--json",
+        "--svg",
+        &svg.display().to_string(),
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let attempts = doc["attempts"].as_array().unwrap();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let (mut marks, mut rows, mut legend, mut depth, mut failed) = (0, 0, 0, 0i32, 0);
+    // Parsing to the end fails on any malformed markup; count elements by class.
+    let mut reader = quick_xml::Reader::from_str(&text);
+    loop {
+        let ev = reader.read_event().expect("well-formed SVG");
+        let e = match &ev {
+            Event::Eof => break,
+            Event::Start(e) | Event::Empty(e) => e.clone(),
+            Event::End(_) => {
+                depth -= 1;
+                continue;
+            }
+            _ => continue,
+        };
+        if matches!(ev, Event::Start(_)) {
+            depth += 1;
+        }
+        let class = e
+            .try_get_attribute("class")
+            .unwrap()
+            .map(|a| String::from_utf8(a.value.to_vec()).unwrap());
+        match class.as_deref() {
+            Some("attempt") => {
+                marks += 1;
+                let outcome = e.try_get_attribute("data-outcome").unwrap().unwrap();
+                if outcome.value.as_ref() == b"failed_transient" {
+                    failed += 1;
+                }
+            }
+            Some("release") => rows += 1,
+            Some("legend") => legend += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(depth, 0, "every element closed");
+    assert_eq!(marks, attempts.len());
+    let failed_json = attempts
+        .iter()
+        .filter(|a| a["outcome"] == "failed_transient")
+        .count();
+    assert!(failed_json > 0);
+    assert_eq!(failed, failed_json);
+    assert_eq!(rows, 20);
+    assert_eq!(legend, 1);
+}
+
+#[test]
+fn copies_make_many_releases_from_one_entry() {
+    let doc = json("flaky-fleet.yaml");
+    assert_eq!(doc["releases"], 20);
+    assert_eq!(doc["final"].as_array().unwrap().len(), 20);
+    assert_eq!(final_of(&doc, "web-20")["deleted"], true);
+    assert_eq!(final_of(&doc, "web-07")["observedGeneration"], 2);
+}
+
+#[test]
+fn a_bad_scenario_is_named_with_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.yaml");
+    std::fs::write(&f, "duration: 1h\nreleases:\n  - kind: Deployment\n").unwrap();
+    let o = sim(&["run", &f.display().to_string()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("bad.yaml") && err.contains("releases[0]"),
+        "{err}"
+    );
+    std::fs::write(&f, "duration: [").unwrap();
+    let o = sim(&["run", &f.display().to_string()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("not a valid scenario"),
+        "{}",
+        stderr(&o)
+    );
+}
