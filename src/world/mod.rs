@@ -64,7 +64,7 @@ pub use store::{FieldPath, Store, StoredObject};
 
 use crate::config::Config;
 use crate::input::{InputError, SourceArtifact};
-use crate::object::{ReleaseKey, ReleaseObject, ResourceId};
+use crate::object::{Kind, ReleaseKey, ReleaseObject, ResourceId};
 
 /// Why the world could not go on. Each names the release whose attempt broke a rule.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -375,17 +375,25 @@ impl World {
         }
     }
 
-    /// Releases whose `dependsOn` names `dep`.
+    /// Releases whose `dependsOn` names `dep`. Runs on every Ready transition, so it reads
+    /// the refs in place: building a snapshot of every release made a 10 000-release world
+    /// spend most of its time here.
     fn trigger_dependents(&mut self, dep: &ReleaseKey) {
         let dependents: Vec<ReleaseKey> = self
             .releases
-            .keys()
-            .filter(|k| {
-                self.releases
-                    .snapshot(k)
-                    .is_some_and(|s| s.depends_on.contains(dep))
+            .iter()
+            .filter(|(k, r)| {
+                r.object.common().depends_on.iter().any(|d| {
+                    d.name == dep.name
+                        && Kind::parse(&d.kind).unwrap_or(k.kind) == dep.kind
+                        && if d.namespace.is_empty() {
+                            k.namespace == dep.namespace
+                        } else {
+                            d.namespace == dep.namespace
+                        }
+                })
             })
-            .cloned()
+            .map(|(k, _)| k.clone())
             .collect();
         for k in dependents {
             self.trigger(&k, "dependencyReady");
