@@ -154,17 +154,12 @@ fn log_result<T: std::fmt::Debug, E: std::fmt::Display>(r: Result<T, E>) {
 
 async fn reconcile_mr(obj: Arc<ModuleRelease>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
     let was_ready = is_ready(obj.status.as_ref());
-    reconcile(
-        ReleaseObject::ModuleRelease((*obj).clone()).key(),
-        was_ready,
-        ctx,
-    )
-    .await
+    reconcile(ReleaseObject::ModuleRelease((*obj).clone()), was_ready, ctx).await
 }
 
 async fn reconcile_rel(obj: Arc<Release>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
     let was_ready = is_ready(obj.status.as_ref());
-    reconcile(ReleaseObject::Release((*obj).clone()).key(), was_ready, ctx).await
+    reconcile(ReleaseObject::Release((*obj).clone()), was_ready, ctx).await
 }
 
 fn is_ready(status: Option<&opm_core::api::ReleaseStatus>) -> bool {
@@ -175,8 +170,15 @@ fn is_ready(status: Option<&opm_core::api::ReleaseStatus>) -> bool {
     })
 }
 
-async fn reconcile(key: ReleaseKey, was_ready: bool, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
-    let finished = driver::run_attempt(&ctx.rt, &key).await?;
+/// One attempt, starting from the store's copy of the release (the driver reads it again
+/// when the copy may predate our own last write).
+async fn reconcile(
+    stored: ReleaseObject,
+    was_ready: bool,
+    ctx: Arc<Ctx>,
+) -> Result<Action, DriverError> {
+    let key = stored.key();
+    let finished = driver::run_attempt_from(&ctx.rt, &key, Some(stored)).await?;
     if !finished.outcome.is_failure() && !was_ready {
         trigger_dependents(&ctx, &key);
     }
@@ -281,8 +283,14 @@ async fn watch_source(ctx: Arc<Ctx>, kind: &'static str) {
             .hash(&mut h);
         Some(h.finish())
     };
+    // The store also serves the attempts' source reads (see `Observed`).
+    let writer = reflector::store::Writer::new(ar.clone());
+    ctx.rt
+        .observed
+        .add_source_store(kind, ar.clone(), writer.as_reader());
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
+        .reflect(writer)
         .applied_objects()
         .predicate_filter(artifact, PredicateConfig::default());
     drain(stream, |src: DynamicObject| {

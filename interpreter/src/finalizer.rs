@@ -12,7 +12,11 @@ use crate::{api_error, releases};
 const ATTEMPTS: usize = 5;
 
 /// Adds `finalizer` (no-op when present).
-pub async fn add(client: Client, key: &ReleaseKey, finalizer: &str) -> Result<(), ApiError> {
+pub async fn add(
+    client: Client,
+    key: &ReleaseKey,
+    finalizer: &str,
+) -> Result<Option<String>, ApiError> {
     edit(client, key, |list| {
         if list.iter().any(|f| f == finalizer) {
             None
@@ -26,7 +30,11 @@ pub async fn add(client: Client, key: &ReleaseKey, finalizer: &str) -> Result<()
 }
 
 /// Removes `finalizer` (no-op when absent or when the release is gone).
-pub async fn remove(client: Client, key: &ReleaseKey, finalizer: &str) -> Result<(), ApiError> {
+pub async fn remove(
+    client: Client,
+    key: &ReleaseKey,
+    finalizer: &str,
+) -> Result<Option<String>, ApiError> {
     edit(client, key, |list| {
         if list.iter().any(|f| f == finalizer) {
             Some(list.iter().filter(|f| *f != finalizer).cloned().collect())
@@ -41,7 +49,7 @@ async fn edit(
     client: Client,
     key: &ReleaseKey,
     change: impl Fn(&[String]) -> Option<Vec<String>>,
-) -> Result<(), ApiError> {
+) -> Result<Option<String>, ApiError> {
     let api = releases::dynamic_api(client, key);
     let mut last = None;
     for _ in 0..ATTEMPTS {
@@ -56,7 +64,7 @@ async fn edit(
         };
         let list = current.metadata.finalizers.clone().unwrap_or_default();
         let Some(next) = change(&list) else {
-            return Ok(());
+            return Ok(None);
         };
         let rv = current
             .metadata
@@ -72,7 +80,7 @@ async fn edit(
             )
             .await
         {
-            Ok(_) => return Ok(()),
+            Ok(written) => return Ok(written.metadata.resource_version),
             // A failed `test` (someone edited the object meanwhile) comes back as 409 or 422.
             Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 409 || s.code == 422) => {
                 last = Some(api_error::from_kube(&e));
