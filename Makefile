@@ -1,5 +1,5 @@
 SHELL := /bin/bash
-.PHONY: test tools lint core-purity demo demo-check deploy-check crds
+.PHONY: test tools lint core-purity demo demo-check deploy-check crds bench
 
 # Build or reuse the test tools (kube-apiserver + etcd, kubectl, cue, Flux source CRDs).
 tools:
@@ -33,3 +33,9 @@ lint:
 
 core-purity:
 	./tools/check-core-deps
+
+# Side by side with Flux kustomize-controller (builds it from its Go module once, then
+# 100 and 1000 releases at concurrency 4 and 10; long). Table: bench/results/results.md.
+# Options: ./bench/run --help (e.g. BENCH_ARGS="--releases 100 --concurrency 4").
+bench:
+	./bench/run $(BENCH_ARGS)
