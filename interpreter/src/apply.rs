@@ -77,6 +77,11 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
     // A version of the object we have seen: the dry-run alone says whether to write.
     let mut dry = None;
     if let Some(seen) = ctx.live.get(&obj.id) {
+        // Found missing by this attempt's drift check: create it without another GET.
+        if seen.absent() {
+            write(ctx, &api, obj, &params, &manifest).await?;
+            return Ok(ApplyAction::Created);
+        }
         let d = dynamic::to_value(&dry_run(&api, name, &params, &manifest).await?);
         if seen.same_version(&d) {
             if seen.apply_digest == live_cache::apply_digest(&d) {
@@ -92,9 +97,8 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
         .await
         .map_err(|e| api_error::from_kube(&e))?
         .map(|l| dynamic::to_value(&l));
-    match &live {
-        Some(live) => ctx.live.remember(&obj.id, live),
-        None => ctx.live.forget(&obj.id),
+    if let Some(live) = &live {
+        ctx.live.remember(&obj.id, live);
     }
     if let Some(live) = &live {
         // Reuse the first dry-run only if it was based on the version just read.

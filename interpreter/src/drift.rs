@@ -89,6 +89,10 @@ async fn drifted(
         if seen.same_version(&d) {
             return Ok(seen.drift_digest != live_cache::drift_digest(&d));
         }
+        // Still missing: a dry-run of an existing object carries its version.
+        if seen.absent() && !has_version(&d) {
+            return Ok(true);
+        }
         dry = Some(d);
     }
     let Some(live) = api
@@ -96,7 +100,7 @@ async fn drifted(
         .await
         .map_err(|e| api_error::from_kube(&e))?
     else {
-        live_cache.forget(&obj.id);
+        live_cache.remember_absent(&obj.id);
         return Ok(true);
     };
     let live = dynamic::to_value(&live);
@@ -107,6 +111,12 @@ async fn drifted(
         _ => dry_run().await?,
     };
     Ok(managed_view(&live) != managed_view(&dry))
+}
+
+fn has_version(obj: &Value) -> bool {
+    obj.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|rv| !rv.is_empty())
 }
 
 /// Labels, annotations and every top-level field but `metadata` and `status`.

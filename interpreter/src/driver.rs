@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use opm_core::effect::Effect;
 use opm_core::input::{
     AppliedObject, ApplyReport, DriftReport, LiveObject, ObjectResult, RenderOutput,
@@ -160,6 +161,7 @@ async fn drive(
             .map_err(DriverError::Read)?,
     };
     let regarding = object.as_ref().map(releases::object_ref);
+    let known = object.as_ref().map(|o| o.meta().clone());
     let gone = object.is_none();
     let input = Input::new(
         Timestamp::now(),
@@ -210,7 +212,11 @@ async fn drive(
             remaining(attempt.deadline())
         };
         tracing::debug!(effect = ?last.kind(), "executing");
-        let result = match tokio::time::timeout(bound, execute(rt, key, &last, &mut secrets)).await
+        let result = match tokio::time::timeout(
+            bound,
+            execute(rt, key, &last, &mut secrets, known.as_ref()),
+        )
+        .await
         {
             Ok(r) => r,
             Err(_) => timed_out(&last),
@@ -258,14 +264,23 @@ async fn execute(
     key: &ReleaseKey,
     effect: &Effect,
     secrets: &mut SecretTable,
+    known: Option<&ObjectMeta>,
 ) -> InputKind {
     let operator = rt.clients.operator();
     match effect {
         Effect::AddFinalizer { finalizer } => InputKind::FinalizerAdded {
-            result: wrote(rt, key, finalizer::add(operator, key, finalizer).await),
+            result: wrote(
+                rt,
+                key,
+                finalizer::add(operator, key, finalizer, known).await,
+            ),
         },
         Effect::RemoveFinalizer { finalizer } => InputKind::FinalizerRemoved {
-            result: wrote(rt, key, finalizer::remove(operator, key, finalizer).await),
+            result: wrote(
+                rt,
+                key,
+                finalizer::remove(operator, key, finalizer, None).await,
+            ),
         },
         Effect::CheckDependencies { namespace, refs } => InputKind::DependenciesChecked {
             result: deps::check(operator, namespace, refs).await,

@@ -31,6 +31,11 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// Whether the object was found missing (by a GET in this process).
+    pub fn absent(&self) -> bool {
+        self.resource_version.is_empty()
+    }
+
     /// Whether `obj` (typically a dry-run result) is based on this very version.
     pub fn same_version(&self, obj: &Value) -> bool {
         resource_version(obj).is_some_and(|rv| rv == self.resource_version)
@@ -53,6 +58,20 @@ impl LiveCache {
             resource_version: rv.to_owned(),
             apply_digest: apply_digest(live),
             drift_digest: drift_digest(live),
+        };
+        let mut map = self.lock();
+        if map.len() >= MAX_ENTRIES && !map.contains_key(id) {
+            map.clear();
+        }
+        map.insert(id.clone(), seen);
+    }
+
+    /// Records that a GET found no such object, so an apply right after can skip its GET.
+    pub fn remember_absent(&self, id: &ResourceId) {
+        let seen = Seen {
+            resource_version: String::new(),
+            apply_digest: [0; 32],
+            drift_digest: [0; 32],
         };
         let mut map = self.lock();
         if map.len() >= MAX_ENTRIES && !map.contains_key(id) {
@@ -150,6 +169,18 @@ mod tests {
         cache.forget(&id());
         assert!(cache.get(&id()).is_none());
         assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn a_missing_object_is_remembered_as_absent() {
+        let cache = LiveCache::default();
+        cache.remember_absent(&id());
+        let seen = cache.get(&id()).expect("remembered");
+        assert!(seen.absent());
+        // A dry-run that would create it is no version of it.
+        assert!(!seen.same_version(&json!({"metadata": {}})));
+        cache.remember(&id(), &json!({"metadata": {"resourceVersion": "3"}}));
+        assert!(!cache.get(&id()).unwrap().absent());
     }
 
     #[test]
