@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use clap::Parser;
 use futures::{StreamExt, stream};
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
-use kube::ResourceExt;
 use serde_json::json;
 
 #[derive(Parser)]
