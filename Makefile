@@ -1,5 +1,5 @@
 SHELL := /bin/bash
-.PHONY: test chaos fuzz tools lint core-purity demo demo-check deploy-check crds
+.PHONY: test chaos fuzz bench tools lint core-purity demo demo-check deploy-check crds
 
 # Build or reuse the test tools (kube-apiserver + etcd, kubectl, cue, Flux source CRDs).
 tools:
@@ -53,3 +53,9 @@ fuzz:
 	OPM_FUZZ_CASES=1000000 cargo test --locked -p opm-operator --test fuzz_extract -- --nocapture
 	OPM_FUZZ_CASES=1000000 cargo test --locked -p opm-core --test fuzz_render_value -- --nocapture
 	cargo bench --locked -p opm-core --bench fault_schedules
+
+# Side by side with Flux kustomize-controller (builds it from its Go module once, then
+# 100 and 1000 releases at concurrency 4 and 10; long). Table: bench/results/results.md.
+# Options: ./bench/run --help (e.g. BENCH_ARGS="--releases 100 --concurrency 4").
+bench:
+	./bench/run $(BENCH_ARGS)

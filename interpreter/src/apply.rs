@@ -1,6 +1,7 @@
 //! Staged server-side apply (SPEC §19), policy-free: the core chose the stages, the order,
 //! the field manager and `force`. Per object: GET the live object, dry-run the apply, and
-//! write only when the dry-run result differs from the live object. Objects of one stage run
+//! write only when the dry-run result differs from the live object; when the dry-run is
+//! based on a version already seen ([`LiveCache`]) the GET is skipped. Objects of one stage run
 //! concurrently (bounded); after a stage that applied CRDs, wait until they are Established;
 //! stop after a stage with a failure. Never delete-and-recreate.
 
@@ -9,13 +10,14 @@ use std::time::Duration;
 use futures::{StreamExt, stream};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use opm_core::effect::ApplyStage;
 use opm_core::input::{AppliedObject, ApplyAction, ApplyReport};
 use opm_core::{ApiError, DesiredObject};
 use serde_json::Value;
 
 use crate::discovery::Resolver;
+use crate::live_cache::{self, LiveCache};
 use crate::secrets::SecretTable;
 use crate::{api_error, dynamic};
 
@@ -33,6 +35,8 @@ pub struct ApplyCtx<'a> {
     pub secrets: &'a SecretTable,
     pub field_manager: &'a str,
     pub force: bool,
+    /// Live object versions seen before: lets an unchanged object skip its GET.
+    pub live: &'a LiveCache,
 }
 
 /// Runs the stages in order.
@@ -73,29 +77,93 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
             message: e.to_string(),
         })?;
     let name = &obj.id.name;
+    let mut params = PatchParams::apply(ctx.field_manager);
+    params.force = ctx.force;
+    // A version of the object we have seen: the dry-run alone says whether to write.
+    let mut dry = None;
+    if let Some(seen) = ctx.live.get(&obj.id) {
+        // Found missing by this attempt's drift check: create it without another GET.
+        if seen.absent() {
+            write(ctx, &api, obj, &params, &manifest).await?;
+            return Ok(ApplyAction::Created);
+        }
+        let d = dynamic::to_value(&dry_run(&api, name, &params, &manifest).await?);
+        if seen.same_version(&d) {
+            if seen.apply_digest == live_cache::apply_digest(&d) {
+                return Ok(ApplyAction::Unchanged);
+            }
+            write(ctx, &api, obj, &params, &manifest).await?;
+            return Ok(ApplyAction::Updated);
+        }
+        dry = Some(d);
+    }
     let live = api
         .get_opt(name)
         .await
-        .map_err(|e| api_error::from_kube(&e))?;
-    let mut params = PatchParams::apply(ctx.field_manager);
-    params.force = ctx.force;
+        .map_err(|e| api_error::from_kube(&e))?
+        .map(|l| dynamic::to_value(&l));
     if let Some(live) = &live {
-        let dry = api
-            .patch(name, &params.clone().dry_run(), &Patch::Apply(&manifest))
-            .await
-            .map_err(|e| api_error::from_kube(&e))?;
-        if same_object(&dynamic::to_value(live), &dynamic::to_value(&dry)) {
+        ctx.live.remember(&obj.id, live);
+    }
+    if let Some(live) = &live {
+        // Reuse the first dry-run only if it was based on the version just read.
+        let dry = match dry {
+            Some(d) if same_version(live, &d) => d,
+            _ => dynamic::to_value(&dry_run(&api, name, &params, &manifest).await?),
+        };
+        if same_object(live, &dry) {
             return Ok(ApplyAction::Unchanged);
         }
     }
-    api.patch(name, &params, &Patch::Apply(&manifest))
-        .await
-        .map_err(|e| api_error::from_kube(&e))?;
+    write(ctx, &api, obj, &params, &manifest).await?;
     Ok(if live.is_some() {
         ApplyAction::Updated
     } else {
         ApplyAction::Created
     })
+}
+
+async fn dry_run(
+    api: &Api<DynamicObject>,
+    name: &str,
+    params: &PatchParams,
+    manifest: &Value,
+) -> Result<DynamicObject, ApiError> {
+    api.patch(name, &params.clone().dry_run(), &Patch::Apply(manifest))
+        .await
+        .map_err(|e| api_error::from_kube(&e))
+}
+
+/// The real apply; what it returns is the new live object, remembered for the next attempt.
+async fn write(
+    ctx: &ApplyCtx<'_>,
+    api: &Api<DynamicObject>,
+    obj: &DesiredObject,
+    params: &PatchParams,
+    manifest: &Value,
+) -> Result<(), ApiError> {
+    match api
+        .patch(&obj.id.name, params, &Patch::Apply(manifest))
+        .await
+    {
+        Ok(live) => {
+            ctx.live.remember(&obj.id, &dynamic::to_value(&live));
+            Ok(())
+        }
+        Err(e) => {
+            ctx.live.forget(&obj.id);
+            Err(api_error::from_kube(&e))
+        }
+    }
+}
+
+fn same_version(a: &Value, b: &Value) -> bool {
+    let rv = |v: &Value| {
+        v.pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    rv(a).is_some() && rv(a) == rv(b)
 }
 
 /// Equal apart from bookkeeping the server changes on every write attempt: managedFields
@@ -104,7 +172,8 @@ pub fn same_object(live: &Value, dry: &Value) -> bool {
     normalize(live) == normalize(dry)
 }
 
-fn normalize(v: &Value) -> Value {
+/// The object without managedFields times (what [`same_object`] compares).
+pub fn normalize(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(mf) = v
         .pointer_mut("/metadata/managedFields")

@@ -154,17 +154,12 @@ fn log_result<T: std::fmt::Debug, E: std::fmt::Display>(r: Result<T, E>) {
 
 async fn reconcile_mr(obj: Arc<ModuleRelease>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
     let was_ready = is_ready(obj.status.as_ref());
-    reconcile(
-        ReleaseObject::ModuleRelease((*obj).clone()).key(),
-        was_ready,
-        ctx,
-    )
-    .await
+    reconcile(ReleaseObject::ModuleRelease((*obj).clone()), was_ready, ctx).await
 }
 
 async fn reconcile_rel(obj: Arc<Release>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
     let was_ready = is_ready(obj.status.as_ref());
-    reconcile(ReleaseObject::Release((*obj).clone()).key(), was_ready, ctx).await
+    reconcile(ReleaseObject::Release((*obj).clone()), was_ready, ctx).await
 }
 
 fn is_ready(status: Option<&opm_core::api::ReleaseStatus>) -> bool {
@@ -175,8 +170,15 @@ fn is_ready(status: Option<&opm_core::api::ReleaseStatus>) -> bool {
     })
 }
 
-async fn reconcile(key: ReleaseKey, was_ready: bool, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
-    let finished = driver::run_attempt(&ctx.rt, &key).await?;
+/// One attempt, starting from the store's copy of the release (the driver reads it again
+/// when the copy may predate our own last write).
+async fn reconcile(
+    stored: ReleaseObject,
+    was_ready: bool,
+    ctx: Arc<Ctx>,
+) -> Result<Action, DriverError> {
+    let key = stored.key();
+    let finished = driver::run_attempt_from(&ctx.rt, &key, Some(stored)).await?;
     if !finished.outcome.is_failure() && !was_ready {
         trigger_dependents(&ctx, &key);
     }
@@ -197,14 +199,23 @@ fn depends_on(obj: &ReleaseObject) -> Vec<ReleaseKey> {
 }
 
 /// A release turned Ready: re-trigger every release (either kind) that depends on it.
+/// Runs once per release becoming Ready, over every release in the stores: releases
+/// without `dependsOn` are skipped before anything is cloned (at a thousand releases
+/// cloning all of them each time cost seconds of CPU during a rollout).
 fn trigger_dependents(ctx: &Ctx, key: &ReleaseKey) {
     for mr in ctx.mr_store.state() {
+        if mr.spec.common.depends_on.is_empty() {
+            continue;
+        }
         let obj = ReleaseObject::ModuleRelease((*mr).clone());
         if depends_on(&obj).contains(key) {
             let _ = ctx.mr_tx.unbounded_send(ObjectRef::from_obj(&*mr));
         }
     }
     for rel in ctx.rel_store.state() {
+        if rel.spec.common.depends_on.is_empty() {
+            continue;
+        }
         let obj = ReleaseObject::Release((*rel).clone());
         if depends_on(&obj).contains(key) {
             let _ = ctx.rel_tx.unbounded_send(ObjectRef::from_obj(&*rel));
@@ -243,14 +254,14 @@ async fn watch_service_accounts(ctx: Arc<Ctx>) {
     drain(stream, |sa: ServiceAccount| {
         let ns = sa.namespace().unwrap_or_default();
         for mr in ctx.mr_store.state() {
-            if mr.namespace().as_deref() == Some(&ns)
+            if mr.metadata.namespace.as_deref() == Some(ns.as_str())
                 && waits_for_service_account(mr.status.as_ref())
             {
                 let _ = ctx.mr_tx.unbounded_send(ObjectRef::from_obj(&*mr));
             }
         }
         for rel in ctx.rel_store.state() {
-            if rel.namespace().as_deref() == Some(&ns)
+            if rel.metadata.namespace.as_deref() == Some(ns.as_str())
                 && waits_for_service_account(rel.status.as_ref())
             {
                 let _ = ctx.rel_tx.unbounded_send(ObjectRef::from_obj(&*rel));
@@ -281,8 +292,14 @@ async fn watch_source(ctx: Arc<Ctx>, kind: &'static str) {
             .hash(&mut h);
         Some(h.finish())
     };
+    // The store also serves the attempts' source reads (see `Observed`).
+    let writer = reflector::store::Writer::new(ar.clone());
+    ctx.rt
+        .observed
+        .add_source_store(kind, ar.clone(), writer.as_reader());
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
+        .reflect(writer)
         .applied_objects()
         .predicate_filter(artifact, PredicateConfig::default());
     drain(stream, |src: DynamicObject| {

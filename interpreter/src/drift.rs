@@ -11,6 +11,7 @@ use opm_core::{ApiError, DesiredObject, ResourceId};
 use serde_json::{Map, Value};
 
 use crate::discovery::Resolver;
+use crate::live_cache::{self, LiveCache};
 use crate::secrets::SecretTable;
 use crate::{api_error, dynamic};
 
@@ -20,12 +21,22 @@ pub async fn check(
     client: Client,
     resolver: &Resolver,
     secrets: &SecretTable,
+    live_cache: &LiveCache,
     objects: &[DesiredObject],
     field_manager: &str,
 ) -> DriftReport {
     let futures: Vec<_> = objects
         .iter()
-        .map(|obj| checked(client.clone(), resolver, secrets, obj, field_manager))
+        .map(|obj| {
+            checked(
+                client.clone(),
+                resolver,
+                secrets,
+                live_cache,
+                obj,
+                field_manager,
+            )
+        })
         .collect();
     let results: Vec<(ResourceId, Result<bool, ApiError>)> =
         stream::iter(futures).buffered(CONCURRENCY).collect().await;
@@ -44,12 +55,13 @@ async fn checked(
     client: Client,
     resolver: &Resolver,
     secrets: &SecretTable,
+    live_cache: &LiveCache,
     obj: &DesiredObject,
     field_manager: &str,
 ) -> (ResourceId, Result<bool, ApiError>) {
     (
         obj.id.clone(),
-        drifted(client, resolver, secrets, obj, field_manager).await,
+        drifted(client, resolver, secrets, live_cache, obj, field_manager).await,
     )
 }
 
@@ -57,29 +69,58 @@ async fn drifted(
     client: Client,
     resolver: &Resolver,
     secrets: &SecretTable,
+    live_cache: &LiveCache,
     obj: &DesiredObject,
     field_manager: &str,
 ) -> Result<bool, ApiError> {
     let api = dynamic::api_for(client, resolver, &obj.id).await?;
-    let Some(live) = api
-        .get_opt(&obj.id.name)
-        .await
-        .map_err(|e| api_error::from_kube(&e))?
-    else {
-        return Ok(true);
-    };
-    // Forced: a field another manager took is drift, not an error of the check.
     let params = PatchParams::apply(field_manager).force().dry_run();
     let desired = secrets
         .restore(&obj.manifest)
         .map_err(|e| ApiError::Invalid {
             message: e.to_string(),
         })?;
-    let dry = api
-        .patch(&obj.id.name, &params, &Patch::Apply(&desired))
+    let dry_run = || async {
+        api.patch(&obj.id.name, &params, &Patch::Apply(&desired))
+            .await
+            .map(|d| dynamic::to_value(&d))
+            .map_err(|e| api_error::from_kube(&e))
+    };
+    // A dry-run based on a version already seen needs no GET.
+    let mut dry = None;
+    if let Some(seen) = live_cache.get(&obj.id) {
+        let d = dry_run().await?;
+        if seen.same_version(&d) {
+            return Ok(seen.drift_digest != live_cache::drift_digest(&d));
+        }
+        // Still missing: a dry-run of an existing object carries its version.
+        if seen.absent() && !has_version(&d) {
+            return Ok(true);
+        }
+        dry = Some(d);
+    }
+    let Some(live) = api
+        .get_opt(&obj.id.name)
         .await
-        .map_err(|e| api_error::from_kube(&e))?;
-    Ok(managed_view(&dynamic::to_value(&live)) != managed_view(&dynamic::to_value(&dry)))
+        .map_err(|e| api_error::from_kube(&e))?
+    else {
+        live_cache.remember_absent(&obj.id);
+        return Ok(true);
+    };
+    let live = dynamic::to_value(&live);
+    live_cache.remember(&obj.id, &live);
+    let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
+    let dry = match dry {
+        Some(d) if rv(&d) == rv(&live) => d,
+        _ => dry_run().await?,
+    };
+    Ok(managed_view(&live) != managed_view(&dry))
+}
+
+fn has_version(obj: &Value) -> bool {
+    obj.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|rv| !rv.is_empty())
 }
 
 /// Labels, annotations and every top-level field but `metadata` and `status`.

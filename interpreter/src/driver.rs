@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use opm_core::effect::Effect;
 use opm_core::input::{
     AppliedObject, ApplyReport, DriftReport, LiveObject, ObjectResult, RenderOutput,
@@ -16,7 +17,8 @@ use opm_core::input::{
 use opm_core::machine::Attempt;
 use opm_core::trace::{Recorder, TraceHeader};
 use opm_core::{
-    ApiError, Config, FetchError, Input, InputKind, Outcome, ReleaseKey, RenderError, SourceError,
+    ApiError, Config, FetchError, Input, InputKind, Outcome, ReleaseKey, ReleaseObject,
+    RenderError, SourceError,
 };
 use serde_json::Value;
 use tracing::Instrument;
@@ -25,8 +27,10 @@ use crate::apply::{self, ApplyCtx};
 use crate::discovery::Resolver;
 use crate::events::EventSink;
 use crate::impersonate::Clients;
+use crate::live_cache::LiveCache;
 use crate::local::Local;
 use crate::metrics::Metrics;
+use crate::observed::Observed;
 use crate::secrets::SecretTable;
 use crate::{deps, drift, finalizer, prune, releases, service_account, source, status};
 
@@ -44,6 +48,10 @@ pub struct Runtime {
     pub local: Local,
     /// `--trace-dir`: where attempts are recorded, if anywhere.
     pub traces: Option<crate::trace_sink::TraceSink>,
+    /// Live object versions seen by applies and drift checks (saves their GETs).
+    pub live: LiveCache,
+    /// What the watches delivered: releases and Flux sources (saves their GETs).
+    pub observed: Observed,
     attempt_ids: AtomicU64,
 }
 
@@ -63,6 +71,8 @@ impl Runtime {
             clients,
             local,
             traces,
+            live: LiveCache::default(),
+            observed: Observed::default(),
             attempt_ids: AtomicU64::new(0),
         })
     }
@@ -99,6 +109,16 @@ impl DriverError {
 
 /// Runs one attempt for `key`.
 pub async fn run_attempt(rt: &Runtime, key: &ReleaseKey) -> Result<Finished, DriverError> {
+    run_attempt_from(rt, key, None).await
+}
+
+/// [`run_attempt`] starting from the controller store's copy of the release, used instead
+/// of a GET when it is not older than our own last write to it ([`Observed::usable`]).
+pub async fn run_attempt_from(
+    rt: &Runtime,
+    key: &ReleaseKey,
+    stored: Option<ReleaseObject>,
+) -> Result<Finished, DriverError> {
     let id = rt.attempt_ids.fetch_add(1, Ordering::Relaxed);
     let span = tracing::info_span!(
         "attempt",
@@ -109,7 +129,7 @@ pub async fn run_attempt(rt: &Runtime, key: &ReleaseKey) -> Result<Finished, Dri
     );
     async {
         let mut trace = Trace::new(rt, key, id);
-        let result = drive(rt, key, &mut trace).await;
+        let result = drive(rt, key, stored, &mut trace).await;
         trace.write();
         match &result {
             Ok(f) => tracing::info!(
@@ -129,12 +149,17 @@ pub async fn run_attempt(rt: &Runtime, key: &ReleaseKey) -> Result<Finished, Dri
 async fn drive(
     rt: &Runtime,
     key: &ReleaseKey,
+    stored: Option<ReleaseObject>,
     trace: &mut Trace<'_>,
 ) -> Result<Finished, DriverError> {
-    let object = releases::read(rt.clients.operator(), key)
-        .await
-        .map_err(DriverError::Read)?;
+    let object = match rt.observed.usable(key, stored) {
+        Some(o) => Some(o),
+        None => releases::read(rt.clients.operator(), key)
+            .await
+            .map_err(DriverError::Read)?,
+    };
     let regarding = object.as_ref().map(releases::object_ref);
+    let known = object.as_ref().map(|o| o.meta().clone());
     let gone = object.is_none();
     if let Some(obj) = &object {
         rt.metrics.observe_release(key, obj);
@@ -168,6 +193,7 @@ async fn drive(
             // disappearance): the release's series go with it.
             if gone || reason == opm_core::outcome::reasons::DELETED {
                 rt.metrics.forget(key);
+                rt.observed.forget(key);
             }
             return Ok(Finished {
                 requeue_after: requeue_after.map(|d| jitter(outcome, d)),
@@ -189,7 +215,11 @@ async fn drive(
             remaining(attempt.deadline())
         };
         tracing::debug!(effect = ?last.kind(), "executing");
-        let result = match tokio::time::timeout(bound, execute(rt, key, &last, &mut secrets)).await
+        let result = match tokio::time::timeout(
+            bound,
+            execute(rt, key, &last, &mut secrets, known.as_ref()),
+        )
+        .await
         {
             Ok(r) => r,
             Err(_) => timed_out(&last),
@@ -237,20 +267,35 @@ async fn execute(
     key: &ReleaseKey,
     effect: &Effect,
     secrets: &mut SecretTable,
+    known: Option<&ObjectMeta>,
 ) -> InputKind {
     let operator = rt.clients.operator();
     match effect {
         Effect::AddFinalizer { finalizer } => InputKind::FinalizerAdded {
-            result: finalizer::add(operator, key, finalizer).await,
+            result: wrote(
+                rt,
+                key,
+                finalizer::add(operator, key, finalizer, known).await,
+            ),
         },
         Effect::RemoveFinalizer { finalizer } => InputKind::FinalizerRemoved {
-            result: finalizer::remove(operator, key, finalizer).await,
+            result: wrote(
+                rt,
+                key,
+                finalizer::remove(operator, key, finalizer, None).await,
+            ),
         },
         Effect::CheckDependencies { namespace, refs } => InputKind::DependenciesChecked {
             result: deps::check(operator, namespace, refs).await,
         },
         Effect::ResolveSource { source: src } => InputKind::SourceResolved {
-            result: source::resolve(operator, src).await,
+            result: match rt
+                .observed
+                .source(&src.api_version, &src.kind, &src.namespace, &src.name)
+            {
+                Some(watched) => source::artifact_of(&watched.data),
+                None => source::resolve(operator, src).await,
+            },
         },
         Effect::FetchArtifact { url, digest, .. } => InputKind::ArtifactFetched {
             result: rt
@@ -290,7 +335,15 @@ async fn execute(
         } => {
             let report = match rt.clients.for_identity(identity.as_ref()) {
                 Ok(client) => {
-                    drift::check(client, &rt.resolver, secrets, objects, field_manager).await
+                    drift::check(
+                        client,
+                        &rt.resolver,
+                        secrets,
+                        &rt.live,
+                        objects,
+                        field_manager,
+                    )
+                    .await
                 }
                 Err(e) => DriftReport {
                     drifted: Vec::new(),
@@ -320,6 +373,7 @@ async fn execute(
                         secrets,
                         field_manager,
                         force: *force,
+                        live: &rt.live,
                     };
                     apply::apply(&ctx, stages).await
                 }
@@ -357,7 +411,7 @@ async fn execute(
             InputKind::Pruned { results }
         }
         Effect::PatchStatus { patch, status } => {
-            let result = status::patch(operator, key, patch).await;
+            let result = wrote(rt, key, status::patch(operator, key, patch).await);
             if result.is_ok() {
                 rt.metrics.observe_status(key, status);
             }
@@ -367,6 +421,22 @@ async fn execute(
             unreachable!("fire-and-forget and Done effects are never executed as awaited")
         }
     }
+}
+
+/// Records the release version one of our writes produced (see [`Observed`]).
+fn wrote(
+    rt: &Runtime,
+    key: &ReleaseKey,
+    result: Result<Option<String>, ApiError>,
+) -> Result<(), ApiError> {
+    match &result {
+        Ok(Some(rv)) => rt.observed.wrote(key, Some(rv)),
+        // Nothing was written.
+        Ok(None) => {}
+        // The write may have landed: the next attempt reads the release.
+        Err(_) => rt.observed.wrote(key, None),
+    }
+    result.map(|_| ())
 }
 
 /// The objects under `components.<c>.<key>` of an exported render.

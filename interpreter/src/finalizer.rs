@@ -2,8 +2,9 @@
 //! patch that first `test`s the `resourceVersion` it was computed from, so a concurrent
 //! change makes the patch fail and the edit is recomputed from a fresh read.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use opm_core::{ApiError, ReleaseKey};
 use serde_json::{Value, json};
 
@@ -12,8 +13,13 @@ use crate::{api_error, releases};
 const ATTEMPTS: usize = 5;
 
 /// Adds `finalizer` (no-op when present).
-pub async fn add(client: Client, key: &ReleaseKey, finalizer: &str) -> Result<(), ApiError> {
-    edit(client, key, |list| {
+pub async fn add(
+    client: Client,
+    key: &ReleaseKey,
+    finalizer: &str,
+    known: Option<&ObjectMeta>,
+) -> Result<Option<String>, ApiError> {
+    edit(client, key, known, |list| {
         if list.iter().any(|f| f == finalizer) {
             None
         } else {
@@ -26,8 +32,13 @@ pub async fn add(client: Client, key: &ReleaseKey, finalizer: &str) -> Result<()
 }
 
 /// Removes `finalizer` (no-op when absent or when the release is gone).
-pub async fn remove(client: Client, key: &ReleaseKey, finalizer: &str) -> Result<(), ApiError> {
-    edit(client, key, |list| {
+pub async fn remove(
+    client: Client,
+    key: &ReleaseKey,
+    finalizer: &str,
+    known: Option<&ObjectMeta>,
+) -> Result<Option<String>, ApiError> {
+    edit(client, key, known, |list| {
         if list.iter().any(|f| f == finalizer) {
             Some(list.iter().filter(|f| *f != finalizer).cloned().collect())
         } else {
@@ -37,26 +48,37 @@ pub async fn remove(client: Client, key: &ReleaseKey, finalizer: &str) -> Result
     .await
 }
 
+/// `known`: the release as the attempt saw it; its version is tried first (no GET), and a
+/// stale one only fails the guarded patch's `test`, after which the release is read.
 async fn edit(
     client: Client,
     key: &ReleaseKey,
+    known: Option<&ObjectMeta>,
     change: impl Fn(&[String]) -> Option<Vec<String>>,
-) -> Result<(), ApiError> {
+) -> Result<Option<String>, ApiError> {
     let api = releases::dynamic_api(client, key);
     let mut last = None;
+    let mut known = known.filter(|m| m.resource_version.is_some()).cloned();
     for _ in 0..ATTEMPTS {
-        let current = match api.get_opt(&key.name).await {
-            Ok(Some(obj)) => obj,
-            Ok(None) => {
-                return Err(ApiError::NotFound {
-                    message: format!("{} {} not found", key.kind.as_str(), key.display()),
-                });
-            }
-            Err(e) => return Err(api_error::from_kube(&e)),
+        let current = match known.take() {
+            Some(metadata) => DynamicObject {
+                types: None,
+                metadata,
+                data: Value::Null,
+            },
+            None => match api.get_opt(&key.name).await {
+                Ok(Some(obj)) => obj,
+                Ok(None) => {
+                    return Err(ApiError::NotFound {
+                        message: format!("{} {} not found", key.kind.as_str(), key.display()),
+                    });
+                }
+                Err(e) => return Err(api_error::from_kube(&e)),
+            },
         };
         let list = current.metadata.finalizers.clone().unwrap_or_default();
         let Some(next) = change(&list) else {
-            return Ok(());
+            return Ok(None);
         };
         let rv = current
             .metadata
@@ -72,7 +94,7 @@ async fn edit(
             )
             .await
         {
-            Ok(_) => return Ok(()),
+            Ok(written) => return Ok(written.metadata.resource_version),
             // A failed `test` (someone edited the object meanwhile) comes back as 409 or 422.
             Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 409 || s.code == 422) => {
                 last = Some(api_error::from_kube(&e));

@@ -8,7 +8,12 @@ use serde_json::{Value, json};
 
 use crate::{api_error, releases};
 
-pub async fn patch(client: Client, key: &ReleaseKey, patch: &Value) -> Result<(), ApiError> {
+/// Returns the release's new `resourceVersion`.
+pub async fn patch(
+    client: Client,
+    key: &ReleaseKey,
+    patch: &Value,
+) -> Result<Option<String>, ApiError> {
     let api = releases::dynamic_api(client, key);
     api.patch_status(
         &key.name,
@@ -16,6 +21,6 @@ pub async fn patch(client: Client, key: &ReleaseKey, patch: &Value) -> Result<()
         &Patch::Merge(json!({ "status": patch })),
     )
     .await
-    .map(|_| ())
+    .map(|written| written.metadata.resource_version)
     .map_err(|e| api_error::from_kube(&e))
 }

@@ -1,0 +1,108 @@
+"""The benchmark's outputs from results.json: a markdown table and an SVG chart of releases
+Ready over time. Kept apart from bench/run so a table can be re-made from saved results:
+`python3 bench/report.py bench/results/results.json`."""
+
+import json
+import sys
+
+COLORS = {"flux": "#d62728", "opm-rel": "#1f77b4", "opm-mr": "#2ca02c"}
+DASH = {4: "", 10: "6,3"}
+
+
+def verbs(req):
+    return ", ".join(f"{k} {v}" for k, v in req["by_verb"].items()) or "—"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if b else "—"
+
+
+def markdown(doc):
+    meta = doc["meta"]
+    out = [
+        f"Run {meta['date']} on {meta['cpus']} CPUs; both controllers with client QPS {meta['qps']} / "
+        f"burst {meta['burst']}; command `{meta['command']}`.",
+        "",
+        "| N | conc. | system | all Ready (s) | objects/s | peak RSS (MiB) | requests to converge | "
+        "re-reconcile all (s) | requests / unchanged release | object writes | ours/Flux time | "
+        "ours/Flux RSS | ours/ceiling |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in doc["runs"]:
+        flux = next((s for s in run["systems"] if s["system"] == "flux"), None)
+        ceil = run["ceiling"]["per_second"]
+        for s in run["systems"]:
+            ours = s["system"] != "flux"
+            out.append("| " + " | ".join([
+                str(run["releases"]), str(run["concurrency"]), s["label"],
+                f"{s['converge_seconds']:.1f}", f"{s['objects_per_second']:.0f}", f"{s['peak_rss_mib']:.0f}",
+                f"{s['converge_requests']['total']} ({verbs(s['converge_requests'])})",
+                f"{s['rereconcile_seconds']:.2f}",
+                f"{s['rereconcile_requests_per_release']:.1f} ({verbs(s['rereconcile_requests'])})",
+                str(s["rereconcile_requests"]["object_writes"]),
+                ratio(s["converge_seconds"], flux["converge_seconds"]) if ours and flux else "—",
+                ratio(s["peak_rss_mib"], flux["peak_rss_mib"]) if ours and flux else "—",
+                f"{s['objects_per_second'] / ceil:.2f}" if ceil else "—",
+            ]) + " |")
+        out.append(f"| {run['releases']} | {run['concurrency']} | API server ceiling (SSA of ConfigMaps) | — | "
+                   f"{ceil:.0f} | — | — | — | — | — | — | — | 1.00 |")
+    out += [
+        "",
+        "Requests are resource requests counted by the API server (`apiserver_request_total`, "
+        "discovery and other non-resource URLs left out); the harness's own requests (its watch, "
+        "and the annotation that asks for the re-reconcile: one LIST and N PATCHes) are subtracted. "
+        "Object writes are non-dry-run writes to anything but the release objects, their status "
+        "and Events. ours/ceiling compares objects applied per second with the API server's own "
+        "server-side applies per second of plain ConfigMaps at the same concurrency.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def svg(doc, n, width=720, height=420):
+    runs = [r for r in doc["runs"] if r["releases"] == n]
+    tmax = max((s["ready_curve"][-1] for r in runs for s in r["systems"] if s["ready_curve"]), default=1.0)
+    tmax = max(tmax * 1.05, 1.0)
+    left, right, top, bottom = 60, 200, 30, 50
+    pw, ph = width - left - right, height - top - bottom
+
+    def x(t):
+        return left + pw * t / tmax
+
+    def y(k):
+        return top + ph * (1 - k / n)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'font-family="sans-serif" font-size="12">',
+             f'<rect width="{width}" height="{height}" fill="white"/>',
+             f'<text x="{left}" y="18" font-size="14">Releases Ready over time, N = {n}</text>',
+             f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="black"/>',
+             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="black"/>']
+    for i in range(6):
+        t = tmax * i / 5
+        parts.append(f'<text x="{x(t):.1f}" y="{top + ph + 16}" text-anchor="middle">{t:.0f}</text>')
+        k = n * i / 5
+        parts.append(f'<text x="{left - 6}" y="{y(k) + 4:.1f}" text-anchor="end">{k:.0f}</text>')
+    parts.append(f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">seconds since the controller started</text>')
+    legend = 0
+    for r in runs:
+        for s in r["systems"]:
+            pts = [(0.0, 0)] + [(t, i + 1) for i, t in enumerate(s["ready_curve"])]
+            d = " ".join(f"{x(t):.1f},{y(k):.1f}" for t, k in pts)
+            color = COLORS.get(s["system"], "black")
+            dash = DASH.get(r["concurrency"], "2,2")
+            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" '
+                         f'stroke-dasharray="{dash}" points="{d}"/>')
+            ly = top + 10 + legend * 18
+            parts.append(f'<line x1="{left + pw + 10}" y1="{ly}" x2="{left + pw + 40}" y2="{ly}" '
+                         f'stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/>')
+            parts.append(f'<text x="{left + pw + 45}" y="{ly + 4}">{s["system"]} c={r["concurrency"]} '
+                         f'({s["converge_seconds"]:.0f}s)</text>')
+            legend += 1
+    parts.append("</svg>\n")
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        print(markdown(json.load(f)))
