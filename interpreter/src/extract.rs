@@ -27,6 +27,10 @@ pub const DEFAULT_MAX_ENTRIES: u64 = 10_000;
 const TAR_FRAMING_ALLOWANCE: u64 = 32 * 1024 * 1024;
 /// Longest symlink target read from a zip entry.
 const MAX_LINK_TARGET: u64 = 4096;
+/// Longest file name component Linux file systems take (NAME_MAX).
+const MAX_NAME_BYTES: usize = 255;
+/// Longest relative path an entry may have; the root's own path must still fit in PATH_MAX.
+const MAX_PATH_BYTES: usize = 2048;
 
 /// Caps applied while extracting.
 #[derive(Debug, Clone)]
@@ -72,6 +76,8 @@ pub enum ExtractError {
     AbsoluteName { name: String },
     #[error("archive entry {name:?} escapes the extraction root")]
     EscapingName { name: String },
+    #[error("archive entry {name:?} has a name longer than a file system allows")]
+    NameTooLong { name: String },
     #[error("archive entry {name:?} would be written through a symbolic link")]
     ThroughLink { name: String },
     #[error("archive symlink {name:?} -> {target:?} points outside the extraction root")]
@@ -98,6 +104,7 @@ impl ExtractError {
             Self::UnknownFormat
             | Self::AbsoluteName { .. }
             | Self::EscapingName { .. }
+            | Self::NameTooLong { .. }
             | Self::ThroughLink { .. }
             | Self::EscapingLink { .. }
             | Self::HardLink { .. }
@@ -376,6 +383,15 @@ impl Sink<'_> {
             return Err(ExtractError::AbsoluteName { name: shown() });
         }
         let rel = normalise(path).ok_or_else(|| ExtractError::EscapingName { name: shown() })?;
+        // The file system would refuse these with ENAMETOOLONG, which reads as a local disk
+        // failure (and a retry); the archive is what is wrong.
+        if rel.as_os_str().len() > MAX_PATH_BYTES
+            || rel
+                .components()
+                .any(|c| c.as_os_str().len() > MAX_NAME_BYTES)
+        {
+            return Err(ExtractError::NameTooLong { name: shown() });
+        }
         Ok((!rel.as_os_str().is_empty()).then_some(rel))
     }
 
@@ -468,6 +484,11 @@ impl Sink<'_> {
         };
         if target.as_os_str().is_empty() || target.is_absolute() {
             return Err(escaping());
+        }
+        if target.as_os_str().len() > MAX_PATH_BYTES {
+            return Err(ExtractError::NameTooLong {
+                name: shown.to_owned(),
+            });
         }
         let base = rel.parent().unwrap_or(Path::new(""));
         if normalise(&base.join(target)).is_none() {

@@ -431,7 +431,11 @@ fn a_symlink_without_target_is_refused() {
 
 /// A PAX `path` record, as tar writers put it in an extended header before an entry.
 fn pax_path(value: &str) -> Vec<u8> {
-    let body = format!(" path={value}\n");
+    pax_record("path", value)
+}
+
+fn pax_record(key: &str, value: &str) -> Vec<u8> {
+    let body = format!(" {key}={value}\n");
     // The length counts its own digits.
     let mut len = body.len() + 1;
     while format!("{len}{body}").len() != len {
@@ -470,4 +474,26 @@ fn escaping_names_hidden_in_pax_or_gnu_long_name_records_are_refused() {
         b"x"
     );
     assert!(!scene.dest().join("ok").exists());
+}
+
+/// Found by `fuzz_extract`: a name the file system refuses (ENAMETOOLONG) used to surface as
+/// a local I/O error, i.e. a transient `FetchFailed` retried forever.
+#[test]
+fn names_longer_than_the_file_system_allows_are_the_archives_fault() {
+    let long_component = "n".repeat(300);
+    let mut pax = special("PaxHeaders/ok", EntryType::XHeader, None);
+    pax.data = pax_path(&format!("dir/{long_component}"));
+    let err = refused_tar(&[pax, file("ok", b"x")]);
+    assert!(matches!(err, ExtractError::NameTooLong { .. }), "{err:?}");
+
+    let deep = vec!["d".repeat(200); 12].join("/");
+    let mut gnu = special("././@LongLink", EntryType::GNULongName, None);
+    gnu.data = format!("{deep}\0").into_bytes();
+    let err = refused_tar(&[gnu, file("short", b"x")]);
+    assert!(matches!(err, ExtractError::NameTooLong { .. }), "{err:?}");
+
+    let mut pax = special("PaxHeaders/l", EntryType::XHeader, None);
+    pax.data = pax_record("linkpath", &vec!["t"; 2100].join("/"));
+    let err = refused_tar(&[pax, symlink("link", "short")]);
+    assert!(matches!(err, ExtractError::NameTooLong { .. }), "{err:?}");
 }
