@@ -24,18 +24,40 @@ pub fn resolve(own: &ReleaseKey, refs: &[DependencyRef]) -> Result<Vec<ReleaseKe
                     )
                 })?
             };
-            let namespace = if r.namespace.is_empty() {
-                own.namespace.clone()
-            } else {
-                r.namespace.clone()
-            };
             Ok(ReleaseKey {
                 kind,
-                namespace,
+                namespace: namespace_of(own, r).to_owned(),
                 name: r.name.clone(),
             })
         })
         .collect()
+}
+
+/// The namespace `r` names from release `own`: its own, or the release's.
+fn namespace_of<'a>(own: &'a ReleaseKey, r: &'a DependencyRef) -> &'a str {
+    if r.namespace.is_empty() {
+        &own.namespace
+    } else {
+        &r.namespace
+    }
+}
+
+/// The key `r` names from release `own`, defaults filled in. An unsupported kind is read as
+/// the release's own kind here; [`resolve`] is what reports it.
+pub fn key_of(own: &ReleaseKey, r: &DependencyRef) -> ReleaseKey {
+    ReleaseKey {
+        kind: Kind::parse(&r.kind).unwrap_or(own.kind),
+        namespace: namespace_of(own, r).to_owned(),
+        name: r.name.clone(),
+    }
+}
+
+/// Whether `r`, in release `own`'s `dependsOn`, names `dep`; allocates nothing, as it runs
+/// for every release on every Ready transition.
+pub fn names(own: &ReleaseKey, r: &DependencyRef, dep: &ReleaseKey) -> bool {
+    r.name == dep.name
+        && Kind::parse(&r.kind).unwrap_or(own.kind) == dep.kind
+        && namespace_of(own, r) == dep.namespace
 }
 
 /// Checks made before anything is read: self-reference and cross-namespace policy, in order.

@@ -1,9 +1,11 @@
 //! Staged server-side apply (SPEC §19), policy-free: the core chose the stages, the order,
 //! the field manager and `force`. Per object: GET the live object, dry-run the apply, and
 //! write only when the dry-run result differs from the live object; when the dry-run is
-//! based on a version already seen ([`LiveCache`]) the GET is skipped. Objects of one stage run
-//! concurrently (bounded); after a stage that applied CRDs, wait until they are Established;
-//! stop after a stage with a failure. Never delete-and-recreate.
+//! based on a version already seen ([`LiveCache`]) the GET is skipped, and when the
+//! managed-object watch has listed the kind without this object ([`ObjectWatch`]) both are:
+//! the object is missing or lacks our labels, so it must be written anyway. Objects of one
+//! stage run concurrently (bounded); after a stage that applied CRDs, wait until they are
+//! Established; stop after a stage with a failure. Never delete-and-recreate.
 
 use std::time::Duration;
 
@@ -18,6 +20,7 @@ use serde_json::Value;
 
 use crate::discovery::Resolver;
 use crate::live_cache::{self, LiveCache};
+use crate::object_watch::ObjectWatch;
 use crate::secrets::SecretTable;
 use crate::{api_error, dynamic};
 
@@ -37,6 +40,10 @@ pub struct ApplyCtx<'a> {
     pub force: bool,
     /// Live object versions seen before: lets an unchanged object skip its GET.
     pub live: &'a LiveCache,
+    /// Which objects carry our label: lets a new object skip its GET and dry-run.
+    pub watch: &'a ObjectWatch,
+    /// The impersonated user, or empty for the operator itself.
+    pub identity: &'a str,
 }
 
 /// Runs the stages in order.
@@ -69,33 +76,59 @@ async fn applied(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> AppliedObject {
 }
 
 async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyAction, ApiError> {
-    let api = dynamic::api_for(ctx.client.clone(), ctx.resolver, &obj.id).await?;
+    let resolved = ctx
+        .resolver
+        .resolve(&obj.id.group, &obj.id.version, &obj.id.kind)
+        .await?;
+    ctx.watch.ensure(&obj.id, &resolved.resource);
+    let api = dynamic::api_of(ctx.client.clone(), &resolved, &obj.id);
     let manifest = ctx
         .secrets
         .restore(&obj.manifest)
         .map_err(|e| ApiError::Invalid {
             message: e.to_string(),
         })?;
+    let desired = live_cache::desired_digest(&obj.manifest, ctx.field_manager, ctx.identity);
     let name = &obj.id.name;
     let mut params = PatchParams::apply(ctx.field_manager);
     params.force = ctx.force;
+    let (api, params, manifest) = (&api, &params, &manifest);
+    let commit = |created| committed(ctx, api, obj, params, manifest, desired, created);
+    let unchanged = |rv: Option<&str>| {
+        if let Some(rv) = rv {
+            ctx.live.verify(&obj.id, rv, desired);
+        }
+        Ok(ApplyAction::Unchanged)
+    };
     // A version of the object we have seen: the dry-run alone says whether to write.
     let mut dry = None;
-    if let Some(seen) = ctx.live.get(&obj.id) {
+    match ctx.live.get(&obj.id) {
         // Found missing by this attempt's drift check: create it without another GET.
-        if seen.absent() {
-            write(ctx, &api, obj, &params, &manifest).await?;
-            return Ok(ApplyAction::Created);
-        }
-        let d = dynamic::to_value(&dry_run(&api, name, &params, &manifest).await?);
-        if seen.same_version(&d) {
-            if seen.apply_digest == live_cache::apply_digest(&d) {
-                return Ok(ApplyAction::Unchanged);
+        Some(seen) if seen.absent() => return commit(true).await,
+        Some(seen) => {
+            let d = dynamic::to_value(&dry_run(api, name, params, manifest).await?);
+            if seen.same_version(&d) {
+                if seen.apply_digest == live_cache::apply_digest(&d) {
+                    return unchanged(live_cache::version_of(&d));
+                }
+                return commit(false).await;
             }
-            write(ctx, &api, obj, &params, &manifest).await?;
-            return Ok(ApplyAction::Updated);
+            dry = Some(d);
         }
-        dry = Some(d);
+        // Not seen, and the listed objects carrying our label do not include it: it is
+        // missing or lacks the label we stamp, so a dry-run could only show a change.
+        None if ctx.watch.lists_without(&obj.id) => {
+            let live = write(ctx, api, obj, params, manifest).await?;
+            if let Some(rv) = live_cache::version_of(&live) {
+                ctx.live.verify(&obj.id, rv, desired);
+            }
+            return Ok(if only_managed_by(&live, ctx.field_manager) {
+                ApplyAction::Created
+            } else {
+                ApplyAction::Updated
+            });
+        }
+        None => {}
     }
     let live = api
         .get_opt(name)
@@ -104,23 +137,48 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
         .map(|l| dynamic::to_value(&l));
     if let Some(live) = &live {
         ctx.live.remember(&obj.id, live);
-    }
-    if let Some(live) = &live {
         // Reuse the first dry-run only if it was based on the version just read.
         let dry = match dry {
             Some(d) if same_version(live, &d) => d,
-            _ => dynamic::to_value(&dry_run(&api, name, &params, &manifest).await?),
+            _ => dynamic::to_value(&dry_run(api, name, params, manifest).await?),
         };
         if same_object(live, &dry) {
-            return Ok(ApplyAction::Unchanged);
+            return unchanged(live_cache::version_of(live));
         }
     }
-    write(ctx, &api, obj, &params, &manifest).await?;
-    Ok(if live.is_some() {
-        ApplyAction::Updated
-    } else {
+    commit(live.is_none()).await
+}
+
+/// Writes and records the written version as verified against `desired`.
+async fn committed(
+    ctx: &ApplyCtx<'_>,
+    api: &Api<DynamicObject>,
+    obj: &DesiredObject,
+    params: &PatchParams,
+    manifest: &Value,
+    desired: [u8; 32],
+    created: bool,
+) -> Result<ApplyAction, ApiError> {
+    let live = write(ctx, api, obj, params, manifest).await?;
+    if let Some(rv) = live_cache::version_of(&live) {
+        ctx.live.verify(&obj.id, rv, desired);
+    }
+    Ok(if created {
         ApplyAction::Created
+    } else {
+        ApplyAction::Updated
     })
+}
+
+/// Whether `manager` is the only field manager of `obj`: an object our write created
+/// (one that existed before carries its creator's entry).
+fn only_managed_by(obj: &Value, manager: &str) -> bool {
+    obj.pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .is_some_and(|mf| {
+            mf.iter()
+                .all(|e| e.get("manager").and_then(Value::as_str) == Some(manager))
+        })
 }
 
 async fn dry_run(
@@ -141,14 +199,15 @@ async fn write(
     obj: &DesiredObject,
     params: &PatchParams,
     manifest: &Value,
-) -> Result<(), ApiError> {
+) -> Result<Value, ApiError> {
     match api
         .patch(&obj.id.name, params, &Patch::Apply(manifest))
         .await
     {
         Ok(live) => {
-            ctx.live.remember(&obj.id, &dynamic::to_value(&live));
-            Ok(())
+            let live = dynamic::to_value(&live);
+            ctx.live.remember(&obj.id, &live);
+            Ok(live)
         }
         Err(e) => {
             ctx.live.forget(&obj.id);

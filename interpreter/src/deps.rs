@@ -5,7 +5,7 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use opm_core::api::{ModuleRelease, Release, ReleaseStatus};
 use opm_core::input::{DependencyReport, ReleaseSnapshot};
-use opm_core::{ApiError, Kind, ReleaseKey, ReleaseObject};
+use opm_core::{ApiError, ReleaseKey, ReleaseObject};
 
 use crate::{api_error, releases};
 
@@ -53,15 +53,7 @@ pub fn snapshot(obj: &ReleaseObject) -> ReleaseSnapshot {
         .common()
         .depends_on
         .iter()
-        .map(|d| ReleaseKey {
-            kind: Kind::parse(&d.kind).unwrap_or(key.kind),
-            namespace: if d.namespace.is_empty() {
-                key.namespace.clone()
-            } else {
-                d.namespace.clone()
-            },
-            name: d.name.clone(),
-        })
+        .map(|d| opm_core::deps::key_of(&key, d))
         .collect();
     ReleaseSnapshot {
         generation: obj.meta().generation.unwrap_or_default(),

@@ -1,43 +1,52 @@
 //! Drift check (SPEC §20): a server-side dry-run apply of each desired object as the
 //! identity, compared with the live object on the fields we manage — labels, annotations
 //! and everything outside `metadata`/`status`. A missing live object is drift. Per-object
-//! errors are collected and the check goes on.
+//! errors are collected and the check goes on. Without impersonation, an object the
+//! managed-object watch shows still at the version already verified against this desired
+//! state needs no dry-run ([`ObjectWatch`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::{StreamExt, stream};
 use kube::Client;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use opm_core::input::{DriftReport, ObjectResult};
 use opm_core::{ApiError, DesiredObject, ResourceId};
 use serde_json::{Map, Value};
 
 use crate::discovery::Resolver;
 use crate::live_cache::{self, LiveCache};
+use crate::object_watch::ObjectWatch;
 use crate::secrets::SecretTable;
 use crate::{api_error, dynamic};
 
 const CONCURRENCY: usize = 8;
 
-pub async fn check(
-    client: Client,
-    resolver: &Resolver,
-    secrets: &SecretTable,
-    live_cache: &LiveCache,
-    objects: &[DesiredObject],
-    field_manager: &str,
-) -> DriftReport {
-    let futures: Vec<_> = objects
-        .iter()
-        .map(|obj| {
-            checked(
-                client.clone(),
-                resolver,
-                secrets,
-                live_cache,
-                obj,
-                field_manager,
-            )
-        })
-        .collect();
+/// How drift checks of single objects were answered (for tests and the benchmark).
+#[derive(Debug, Default)]
+pub struct DriftStats {
+    /// Answered by a server-side dry-run.
+    pub dry_runs: AtomicU64,
+    /// Answered by the watch: still at a verified version.
+    pub unchanged: AtomicU64,
+}
+
+/// Everything one drift check needs besides its objects.
+pub struct DriftCtx<'a> {
+    /// As the effective identity.
+    pub client: Client,
+    pub resolver: &'a Resolver,
+    pub secrets: &'a SecretTable,
+    pub live: &'a LiveCache,
+    pub watch: &'a ObjectWatch,
+    pub stats: &'a DriftStats,
+    pub field_manager: &'a str,
+    /// The impersonated user, or empty for the operator itself.
+    pub identity: &'a str,
+}
+
+pub async fn check(ctx: &DriftCtx<'_>, objects: &[DesiredObject]) -> DriftReport {
+    let futures: Vec<_> = objects.iter().map(|obj| checked(ctx, obj)).collect();
     let results: Vec<(ResourceId, Result<bool, ApiError>)> =
         stream::iter(futures).buffered(CONCURRENCY).collect().await;
     let mut report = DriftReport::default();
@@ -51,31 +60,52 @@ pub async fn check(
     report
 }
 
-async fn checked(
-    client: Client,
-    resolver: &Resolver,
-    secrets: &SecretTable,
-    live_cache: &LiveCache,
-    obj: &DesiredObject,
-    field_manager: &str,
-) -> (ResourceId, Result<bool, ApiError>) {
-    (
-        obj.id.clone(),
-        drifted(client, resolver, secrets, live_cache, obj, field_manager).await,
-    )
+async fn checked(ctx: &DriftCtx<'_>, obj: &DesiredObject) -> (ResourceId, Result<bool, ApiError>) {
+    (obj.id.clone(), drifted(ctx, obj).await)
 }
 
-async fn drifted(
-    client: Client,
-    resolver: &Resolver,
-    secrets: &SecretTable,
-    live_cache: &LiveCache,
+async fn drifted(ctx: &DriftCtx<'_>, obj: &DesiredObject) -> Result<bool, ApiError> {
+    let resolved = ctx
+        .resolver
+        .resolve(&obj.id.group, &obj.id.version, &obj.id.kind)
+        .await?;
+    ctx.watch.ensure(&obj.id, &resolved.resource);
+    let desired_state = live_cache::desired_digest(&obj.manifest, ctx.field_manager, ctx.identity);
+    // Still at the version a dry-run (or our apply) of this very desired state matched.
+    // Only for the operator's own identity: the watch runs as the operator, so it cannot
+    // vouch that a ServiceAccount may still do what the check does as it (a revoked right
+    // must surface as ImpersonationFailed on the next check).
+    if ctx.identity.is_empty()
+        && let Some(rv) = ctx.live.verified(&obj.id, &desired_state)
+        && ctx.watch.version(&obj.id).as_deref() == Some(rv.as_str())
+    {
+        tracing::trace!(object = ?obj.id, "unchanged since verified; no dry-run");
+        ctx.stats.unchanged.fetch_add(1, Ordering::Relaxed);
+        return Ok(false);
+    }
+    ctx.stats.dry_runs.fetch_add(1, Ordering::Relaxed);
+    let drifted = dry_run_check(
+        ctx,
+        obj,
+        &dynamic::api_of(ctx.client.clone(), &resolved, &obj.id),
+    )
+    .await?;
+    if let Some((false, rv)) = &drifted {
+        ctx.live.verify(&obj.id, rv, desired_state);
+    }
+    Ok(drifted.is_none_or(|(d, _)| d))
+}
+
+/// The dry-run comparison: `None` when the object is missing (drift), otherwise whether it
+/// drifted and the live version that was compared.
+async fn dry_run_check(
+    ctx: &DriftCtx<'_>,
     obj: &DesiredObject,
-    field_manager: &str,
-) -> Result<bool, ApiError> {
-    let api = dynamic::api_for(client, resolver, &obj.id).await?;
-    let params = PatchParams::apply(field_manager).force().dry_run();
-    let desired = secrets
+    api: &Api<DynamicObject>,
+) -> Result<Option<(bool, String)>, ApiError> {
+    let params = PatchParams::apply(ctx.field_manager).force().dry_run();
+    let desired = ctx
+        .secrets
         .restore(&obj.manifest)
         .map_err(|e| ApiError::Invalid {
             message: e.to_string(),
@@ -86,16 +116,20 @@ async fn drifted(
             .map(|d| dynamic::to_value(&d))
             .map_err(|e| api_error::from_kube(&e))
     };
+    let version = |v: &Value| live_cache::version_of(v).unwrap_or_default().to_owned();
     // A dry-run based on a version already seen needs no GET.
     let mut dry = None;
-    if let Some(seen) = live_cache.get(&obj.id) {
+    if let Some(seen) = ctx.live.get(&obj.id) {
         let d = dry_run().await?;
         if seen.same_version(&d) {
-            return Ok(seen.drift_digest != live_cache::drift_digest(&d));
+            return Ok(Some((
+                seen.drift_digest != live_cache::drift_digest(&d),
+                version(&d),
+            )));
         }
         // Still missing: a dry-run of an existing object carries its version.
         if seen.absent() && !has_version(&d) {
-            return Ok(true);
+            return Ok(None);
         }
         dry = Some(d);
     }
@@ -104,17 +138,19 @@ async fn drifted(
         .await
         .map_err(|e| api_error::from_kube(&e))?
     else {
-        live_cache.remember_absent(&obj.id);
-        return Ok(true);
+        ctx.live.remember_absent(&obj.id);
+        return Ok(None);
     };
     let live = dynamic::to_value(&live);
-    live_cache.remember(&obj.id, &live);
-    let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
+    ctx.live.remember(&obj.id, &live);
     let dry = match dry {
-        Some(d) if rv(&d) == rv(&live) => d,
+        Some(d) if version(&d) == version(&live) => d,
         _ => dry_run().await?,
     };
-    Ok(managed_view(&live) != managed_view(&dry))
+    Ok(Some((
+        managed_view(&live) != managed_view(&dry),
+        version(&live),
+    )))
 }
 
 fn has_version(obj: &Value) -> bool {

@@ -30,6 +30,7 @@ use crate::impersonate::Clients;
 use crate::live_cache::LiveCache;
 use crate::local::Local;
 use crate::metrics::Metrics;
+use crate::object_watch::ObjectWatch;
 use crate::observed::Observed;
 use crate::secrets::SecretTable;
 use crate::{deps, drift, finalizer, prune, releases, service_account, source, status};
@@ -52,6 +53,9 @@ pub struct Runtime {
     pub live: LiveCache,
     /// What the watches delivered: releases and Flux sources (saves their GETs).
     pub observed: Observed,
+    /// Versions of the objects we manage (saves drift dry-runs and first GETs).
+    pub watch: ObjectWatch,
+    pub drift_stats: drift::DriftStats,
     attempt_ids: AtomicU64,
 }
 
@@ -66,13 +70,15 @@ impl Runtime {
         Arc::new(Self {
             config,
             resolver: Resolver::new(operator.clone()),
-            events: EventSink::new(operator),
+            events: EventSink::new(operator.clone()),
             metrics: Metrics::default(),
             clients,
             local,
             traces,
             live: LiveCache::default(),
             observed: Observed::default(),
+            watch: ObjectWatch::new(operator),
+            drift_stats: drift::DriftStats::default(),
             attempt_ids: AtomicU64::new(0),
         })
     }
@@ -335,15 +341,17 @@ async fn execute(
         } => {
             let report = match rt.clients.for_identity(identity.as_ref()) {
                 Ok(client) => {
-                    drift::check(
+                    let ctx = drift::DriftCtx {
                         client,
-                        &rt.resolver,
+                        resolver: &rt.resolver,
                         secrets,
-                        &rt.live,
-                        objects,
+                        live: &rt.live,
+                        watch: &rt.watch,
+                        stats: &rt.drift_stats,
                         field_manager,
-                    )
-                    .await
+                        identity: identity_name(identity.as_ref()),
+                    };
+                    drift::check(&ctx, objects).await
                 }
                 Err(e) => DriftReport {
                     drifted: Vec::new(),
@@ -374,6 +382,8 @@ async fn execute(
                         field_manager,
                         force: *force,
                         live: &rt.live,
+                        watch: &rt.watch,
+                        identity: identity_name(identity.as_ref()),
                     };
                     apply::apply(&ctx, stages).await
                 }
@@ -421,6 +431,11 @@ async fn execute(
             unreachable!("fire-and-forget and Done effects are never executed as awaited")
         }
     }
+}
+
+/// The user requests are sent as: the impersonated one, or empty for the operator's own.
+fn identity_name(identity: Option<&opm_core::effect::Impersonation>) -> &str {
+    identity.map_or("", |i| i.user.as_str())
 }
 
 /// Records the release version one of our writes produced (see [`Observed`]).

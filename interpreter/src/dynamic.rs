@@ -5,7 +5,7 @@ use kube::api::{Api, DynamicObject};
 use opm_core::{ApiError, ResourceId};
 use serde_json::Value;
 
-use crate::discovery::Resolver;
+use crate::discovery::{Resolved, Resolver};
 
 /// The dynamic API for `id` (namespaced or cluster-wide as discovery says).
 pub async fn api_for(
@@ -14,11 +14,16 @@ pub async fn api_for(
     id: &ResourceId,
 ) -> Result<Api<DynamicObject>, ApiError> {
     let r = resolver.resolve(&id.group, &id.version, &id.kind).await?;
-    Ok(if r.namespaced {
+    Ok(api_of(client, &r, id))
+}
+
+/// The dynamic API for `id` of an already resolved kind.
+pub fn api_of(client: Client, r: &Resolved, id: &ResourceId) -> Api<DynamicObject> {
+    if r.namespaced {
         Api::namespaced_with(client, &id.namespace, &r.resource)
     } else {
         Api::all_with(client, &r.resource)
-    })
+    }
 }
 
 /// Whole object as JSON (for comparisons).

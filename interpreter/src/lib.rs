@@ -37,6 +37,7 @@ pub mod leader;
 pub mod live_cache;
 pub mod local;
 pub mod metrics;
+pub mod object_watch;
 pub mod observed;
 pub mod prune;
 pub mod releases;

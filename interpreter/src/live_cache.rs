@@ -28,6 +28,9 @@ pub struct Seen {
     pub apply_digest: [u8; 32],
     /// Of the fields drift detection compares.
     pub drift_digest: [u8; 32],
+    /// The desired state ([`desired_digest`]) this very version is known to match: a
+    /// dry-run of it found no drift, or it is what our own apply of it returned.
+    verified: Option<[u8; 32]>,
 }
 
 impl Seen {
@@ -58,6 +61,7 @@ impl LiveCache {
             resource_version: rv.to_owned(),
             apply_digest: apply_digest(live),
             drift_digest: drift_digest(live),
+            verified: None,
         };
         let mut map = self.lock();
         if map.len() >= MAX_ENTRIES && !map.contains_key(id) {
@@ -72,12 +76,33 @@ impl LiveCache {
             resource_version: String::new(),
             apply_digest: [0; 32],
             drift_digest: [0; 32],
+            verified: None,
         };
         let mut map = self.lock();
         if map.len() >= MAX_ENTRIES && !map.contains_key(id) {
             map.clear();
         }
         map.insert(id.clone(), seen);
+    }
+
+    /// Records that the object at `resource_version` matches `desired` on every field we
+    /// manage; ignored unless that is the version remembered for it.
+    pub fn verify(&self, id: &ResourceId, resource_version: &str, desired: [u8; 32]) {
+        if let Some(seen) = self.lock().get_mut(id)
+            && !seen.absent()
+            && seen.resource_version == resource_version
+        {
+            seen.verified = Some(desired);
+        }
+    }
+
+    /// The version of the object known to match `desired`, if any: while the object is
+    /// still at that version, a drift check of `desired` would find nothing.
+    pub fn verified(&self, id: &ResourceId, desired: &[u8; 32]) -> Option<String> {
+        self.lock()
+            .get(id)
+            .filter(|s| s.verified.as_ref() == Some(desired))
+            .map(|s| s.resource_version.clone())
     }
 
     /// The last version seen of the object, if any.
@@ -114,6 +139,23 @@ fn resource_version(obj: &Value) -> Option<&str> {
 fn digest(v: &Value) -> [u8; 32] {
     // serde_json maps are ordered by key, so equal values serialise to equal bytes.
     Sha256::digest(serde_json::to_vec(v).unwrap_or_default()).into()
+}
+
+/// Names one desired state of an object: the manifest (Secret values as their digests),
+/// the field manager and the identity it is applied as.
+pub fn desired_digest(manifest: &Value, field_manager: &str, identity: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(serde_json::to_vec(manifest).unwrap_or_default());
+    h.update([0]);
+    h.update(field_manager.as_bytes());
+    h.update([0]);
+    h.update(identity.as_bytes());
+    h.finalize().into()
+}
+
+/// The version string of a server object, if it has one.
+pub fn version_of(obj: &Value) -> Option<&str> {
+    resource_version(obj)
 }
 
 /// Digest of what [`crate::apply::same_object`] compares.
@@ -181,6 +223,35 @@ mod tests {
         assert!(!seen.same_version(&json!({"metadata": {}})));
         cache.remember(&id(), &json!({"metadata": {"resourceVersion": "3"}}));
         assert!(!cache.get(&id()).unwrap().absent());
+    }
+
+    #[test]
+    fn a_verified_desired_state_belongs_to_one_version() {
+        let cache = LiveCache::default();
+        let desired = desired_digest(&json!({"data": {"a": "1"}}), "opm-controller", "");
+        let other = desired_digest(&json!({"data": {"a": "2"}}), "opm-controller", "");
+        assert_ne!(
+            desired,
+            desired_digest(
+                &json!({"data": {"a": "1"}}),
+                "opm-controller",
+                "demo/deployer"
+            )
+        );
+        cache.remember(&id(), &json!({"metadata": {"resourceVersion": "7"}}));
+        // Another version than the one remembered: ignored.
+        cache.verify(&id(), "6", desired);
+        assert_eq!(cache.verified(&id(), &desired), None);
+        cache.verify(&id(), "7", desired);
+        assert_eq!(cache.verified(&id(), &desired).as_deref(), Some("7"));
+        assert_eq!(cache.verified(&id(), &other), None);
+        // A newer version seen forgets what the old one was verified against.
+        cache.remember(&id(), &json!({"metadata": {"resourceVersion": "8"}}));
+        assert_eq!(cache.verified(&id(), &desired), None);
+        // An absent object verifies nothing.
+        cache.remember_absent(&id());
+        cache.verify(&id(), "", desired);
+        assert_eq!(cache.verified(&id(), &desired), None);
     }
 
     #[test]

@@ -124,3 +124,38 @@ fn first_blocker_in_order_is_named() {
     assert_eq!(err.message, "waiting for dependency demo/missing");
     assert!(evaluate(&a, &[ready], &report).is_ok());
 }
+
+#[test]
+fn key_of_and_names_agree_with_resolve() {
+    let own = key("demo", "app");
+    let refs = [
+        DependencyRef {
+            name: "db".into(),
+            namespace: String::new(),
+            kind: String::new(),
+        },
+        DependencyRef {
+            name: "net".into(),
+            namespace: "infra".into(),
+            kind: "Release".into(),
+        },
+    ];
+    let resolved = resolve(&own, &refs).unwrap();
+    for (r, k) in refs.iter().zip(&resolved) {
+        assert_eq!(&key_of(&own, r), k);
+        assert!(names(&own, r, k));
+    }
+    // Same name, other namespace or kind: not named.
+    assert!(!names(&own, &refs[0], &key("other", "db")));
+    let mut as_release = resolved[0].clone();
+    as_release.kind = Kind::Release;
+    assert!(!names(&own, &refs[0], &as_release));
+    // An unsupported kind reads as the release's own kind (resolve reports it).
+    let odd = DependencyRef {
+        name: "x".into(),
+        namespace: String::new(),
+        kind: "Deployment".into(),
+    };
+    assert_eq!(key_of(&own, &odd), key("demo", "x"));
+    assert!(resolve(&own, &[odd]).is_err());
+}

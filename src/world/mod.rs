@@ -64,7 +64,7 @@ pub use store::{FieldPath, Store, StoredObject};
 
 use crate::config::Config;
 use crate::input::{InputError, SourceArtifact};
-use crate::object::{Kind, ReleaseKey, ReleaseObject, ResourceId};
+use crate::object::{ReleaseKey, ReleaseObject, ResourceId};
 
 /// Why the world could not go on. Each names the release whose attempt broke a rule.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -383,15 +383,11 @@ impl World {
             .releases
             .iter()
             .filter(|(k, r)| {
-                r.object.common().depends_on.iter().any(|d| {
-                    d.name == dep.name
-                        && Kind::parse(&d.kind).unwrap_or(k.kind) == dep.kind
-                        && if d.namespace.is_empty() {
-                            k.namespace == dep.namespace
-                        } else {
-                            d.namespace == dep.namespace
-                        }
-                })
+                r.object
+                    .common()
+                    .depends_on
+                    .iter()
+                    .any(|d| crate::deps::names(k, d, dep))
             })
             .map(|(k, _)| k.clone())
             .collect();

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::api::ReleaseStatus;
 use crate::constants::conditions;
 use crate::input::{ApiError, ReleaseSnapshot};
-use crate::object::{Kind, ReleaseKey, ReleaseObject};
+use crate::object::{ReleaseKey, ReleaseObject};
 
 /// RFC 7386 JSON merge patch, applied in place.
 pub fn merge_patch(target: &mut Value, patch: &Value) {
@@ -279,15 +279,7 @@ impl Releases {
             .common()
             .depends_on
             .iter()
-            .map(|d| ReleaseKey {
-                kind: Kind::parse(&d.kind).unwrap_or(key.kind),
-                namespace: if d.namespace.is_empty() {
-                    key.namespace.clone()
-                } else {
-                    d.namespace.clone()
-                },
-                name: d.name.clone(),
-            })
+            .map(|d| crate::deps::key_of(key, d))
             .collect();
         Some(ReleaseSnapshot {
             key: key.clone(),

@@ -566,6 +566,105 @@ async fn drift_is_reported_in_warn_mode_and_corrected_in_correct_mode() {
     op.stop().await;
 }
 
+/// Without impersonation, an unchanged object's drift check is answered by the managed-object
+/// watch (its version is the one already verified) instead of a dry-run; a hand edit changes
+/// the version, so the next check dry-runs and reports the drift.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unchanged_objects_skip_their_dry_run_until_someone_edits_them() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (env, ns) = namespace().await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    create_mr(
+        &ns.client,
+        &module_release(
+            &ns.name,
+            "w",
+            json!({"message": "desired"}),
+            json!({"driftDetection": {"mode": "Warn"}}),
+        ),
+    )
+    .await;
+    wait_mr(&ns.client, &ns.name, "w", "Ready", is_ready_mr).await;
+    let stats = &op.rt.drift_stats;
+    let again = |value: String| {
+        let client = ns.client.clone();
+        let ns = ns.name.clone();
+        async move {
+            patch_mr(
+                &client,
+                &ns,
+                "w",
+                json!({"metadata": {"annotations": {REQUESTED_AT_ANNOTATION: value.clone()}}}),
+            )
+            .await;
+            wait_mr(&client, &ns, "w", "handled", |o| {
+                o.status
+                    .as_ref()
+                    .is_some_and(|s| s.last_handled_reconcile_at == value)
+            })
+            .await
+        }
+    };
+    // The watch starts with the first apply; once it has listed the kinds and seen our
+    // writes, a re-reconcile answers all four checks without a dry-run.
+    let mut skipped_all = false;
+    for i in 0..20 {
+        let (d0, u0) = (stats.dry_runs.load(Relaxed), stats.unchanged.load(Relaxed));
+        let got = again(format!("again-{i}")).await;
+        let (d1, u1) = (stats.dry_runs.load(Relaxed), stats.unchanged.load(Relaxed));
+        assert!(is_ready_mr(&got), "still Ready");
+        if d1 == d0 && u1 == u0 + 4 {
+            skipped_all = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        skipped_all,
+        "four unchanged objects never skipped their dry-runs"
+    );
+
+    let cms = Api::<ConfigMap>::namespaced(ns.client.clone(), &ns.name);
+    cms.patch(
+        "w-config",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"message": "edited by hand"}})),
+    )
+    .await
+    .unwrap();
+    let before = stats.dry_runs.load(Relaxed);
+    // The edit reaches the watch a moment later; a check that ran before it sees no drift
+    // yet, the next one does.
+    let mut drifted = None;
+    for i in 0..20 {
+        let got = again(format!("edited-{i}")).await;
+        if got
+            .status
+            .as_ref()
+            .and_then(|s| condition(s, "Drifted"))
+            .is_some_and(|c| c.status == "True")
+        {
+            drifted = Some(got);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let got = drifted.expect("the hand edit was never reported as drift");
+    let msg = condition(got.status.as_ref().unwrap(), "Drifted")
+        .unwrap()
+        .message
+        .clone();
+    assert!(
+        msg.contains("ConfigMap") && msg.contains("w-config"),
+        "{msg}"
+    );
+    assert!(
+        stats.dry_runs.load(Relaxed) > before,
+        "the edited object was checked by a dry-run"
+    );
+    op.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_is_applied_but_its_value_never_shows_in_status_events_or_traces() {
     let (env, ns) = namespace().await;

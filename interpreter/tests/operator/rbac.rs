@@ -409,6 +409,9 @@ async fn the_binary_reaches_ready_with_only_the_shipped_rbac() {
             None,
         ),
         ("delete", "", "namespaces", None),
+        // Secrets are written by name, never enumerated (the managed-object watch skips them).
+        ("list", "", "secrets", None),
+        ("watch", "", "secrets", None),
         (
             "create",
             "apiextensions.k8s.io",

@@ -1,3 +1,4 @@
+use crate::object::Kind;
 use serde_json::json;
 
 use super::*;
