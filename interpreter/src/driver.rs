@@ -186,15 +186,21 @@ async fn drive(
             // An empty batch breaks the protocol; treat it like a refused input.
             return Err(DriverError::Protocol(opm_core::InputError::Finished));
         };
-        for effect in &batch {
-            fire_and_forget(rt, key, regarding.as_ref(), effect).await;
-        }
+        // The batch's events go out while the awaited effect runs (the status patch, as a
+        // rule): an attempt then costs one round trip less. Among themselves they keep
+        // their order.
+        let fired = async {
+            for effect in &batch {
+                fire_and_forget(rt, key, regarding.as_ref(), effect).await;
+            }
+        };
         if let Effect::Done {
             outcome,
             reason,
             requeue_after,
         } = last
         {
+            fired.await;
             // Gone, or our finalizer just came off (no attempt follows the object's
             // disappearance): the release's series go with it.
             if gone || reason == opm_core::outcome::reasons::DELETED {
@@ -208,6 +214,7 @@ async fn drive(
             });
         }
         if !last.is_awaited() {
+            fired.await;
             fire_and_forget(rt, key, regarding.as_ref(), &last).await;
             return Err(DriverError::Protocol(opm_core::InputError::Finished));
         }
@@ -221,12 +228,10 @@ async fn drive(
             remaining(attempt.deadline())
         };
         tracing::debug!(effect = ?last.kind(), "executing");
-        let result = match tokio::time::timeout(
-            bound,
-            execute(rt, key, &last, &mut secrets, known.as_ref()),
-        )
-        .await
-        {
+        let executed =
+            tokio::time::timeout(bound, execute(rt, key, &last, &mut secrets, known.as_ref()));
+        let ((), executed) = futures::join!(fired, executed);
+        let result = match executed {
             Ok(r) => r,
             Err(_) => timed_out(&last),
         };

@@ -356,6 +356,23 @@ pub async fn events(client: &Client, ns: &str, name: &str) -> Vec<KEvent> {
     evs
 }
 
+/// [`events`] once every reason in `want` is among them: an attempt publishes its events
+/// while its status patch is in flight, so they may land just after the status shows.
+pub async fn events_with(client: &Client, ns: &str, name: &str, want: &[&str]) -> Vec<KEvent> {
+    let start = Instant::now();
+    loop {
+        let evs = events(client, ns, name).await;
+        let rs = reasons(&evs);
+        if want.iter().all(|w| rs.iter().any(|r| r == w)) {
+            return evs;
+        }
+        if start.elapsed() > WAIT {
+            panic!("timed out waiting for events {want:?} of {ns}/{name}; got {rs:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 pub fn reasons(evs: &[KEvent]) -> Vec<String> {
     evs.iter().filter_map(|e| e.reason.clone()).collect()
 }

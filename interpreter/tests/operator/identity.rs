@@ -219,7 +219,7 @@ async fn deletion_without_the_service_account_stalls_and_the_orphan_annotation_r
         cm.is_some_and(|c| c.metadata.deletion_timestamp.is_none()),
         "objects are orphaned"
     );
-    let rs = reasons(&events(&ns.client, &ns.name, "web").await);
+    let rs = reasons(&events_with(&ns.client, &ns.name, "web", &["OrphanedOnDeletion"]).await);
     assert!(rs.contains(&"OrphanedOnDeletion".to_string()), "{rs:?}");
     op.stop().await;
 }

@@ -114,7 +114,13 @@ async fn module_release_reaches_ready_with_its_ledger_and_first_success_events()
     );
 
     // First success: Applied, then ReconciliationSucceeded.
-    let evs = events(&ns.client, &ns.name, "web").await;
+    let evs = events_with(
+        &ns.client,
+        &ns.name,
+        "web",
+        &["Applied", "ReconciliationSucceeded"],
+    )
+    .await;
     let rs = reasons(&evs);
     let applied = rs
         .iter()
@@ -340,7 +346,7 @@ async fn suspend_stops_reconciling_and_resume_continues() {
         cms.get("web-config").await.unwrap().data.unwrap()["message"],
         "b"
     );
-    let rs = reasons(&events(&ns.client, &ns.name, "web").await);
+    let rs = reasons(&events_with(&ns.client, &ns.name, "web", &["Suspended", "Resumed"]).await);
     assert!(
         rs.contains(&"Suspended".to_string()) && rs.contains(&"Resumed".to_string()),
         "{rs:?}"
@@ -436,7 +442,7 @@ async fn namespaces_and_foreign_owned_objects_are_never_pruned() {
         n.is_some_and(|n| n.metadata.deletion_timestamp.is_none()),
         "Namespace pruned"
     );
-    let rs = reasons(&events(&ns.client, &ns.name, "r").await);
+    let rs = reasons(&events_with(&ns.client, &ns.name, "r", &["PruneSkipped"]).await);
     assert!(rs.contains(&"PruneSkipped".to_string()), "{rs:?}");
     op.stop().await;
 }
@@ -686,7 +692,8 @@ async fn a_secret_is_applied_but_its_value_never_shows_in_status_events_or_trace
     let t = secrets.get("token").await.unwrap();
     assert_eq!(t.data.unwrap()["token"].0, plain.as_bytes());
     let status = serde_json::to_string(&got.status).unwrap();
-    let evs = serde_json::to_string(&events(&ns.client, &ns.name, "r").await).unwrap();
+    let evs =
+        serde_json::to_string(&events_with(&ns.client, &ns.name, "r", &["Applied"]).await).unwrap();
     let traces = op.traces();
     assert!(!traces.is_empty(), "traces were written");
     for (what, text) in [("status", &status), ("events", &evs), ("traces", &traces)] {
