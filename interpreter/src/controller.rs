@@ -46,6 +46,9 @@ pub struct Settings {
     pub label_selector: Option<String>,
 }
 
+/// How long after a ServiceAccount appears the releases waiting for it are retried.
+const SERVICE_ACCOUNT_SETTLE: Duration = Duration::from_secs(3);
+
 /// What reconcilers share.
 struct Ctx {
     rt: Arc<Runtime>,
@@ -75,6 +78,12 @@ fn trigger_hash<K: Resource>(obj: &K) -> Option<u64> {
     Some(h.finish())
 }
 
+/// Nothing reads the releases' managedFields, and at a thousand releases they are a good
+/// part of what the stores hold.
+fn drop_managed_fields<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+}
+
 fn watcher_config(settings: &Settings) -> watcher::Config {
     let wc = watcher::Config::default();
     match &settings.label_selector {
@@ -91,12 +100,14 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
     let (mr_reader, mr_writer) = reflector::store::<ModuleRelease>();
     let mr_stream = watcher(Api::<ModuleRelease>::all(client.clone()), wc.clone())
         .default_backoff()
+        .modify(drop_managed_fields)
         .reflect(mr_writer)
         .applied_objects()
         .predicate_filter(trigger_hash, PredicateConfig::default());
     let (rel_reader, rel_writer) = reflector::store::<Release>();
     let rel_stream = watcher(Api::<Release>::all(client.clone()), wc)
         .default_backoff()
+        .modify(drop_managed_fields)
         .reflect(rel_writer)
         .applied_objects()
         .predicate_filter(trigger_hash, PredicateConfig::default());
@@ -253,20 +264,41 @@ async fn watch_service_accounts(ctx: Arc<Ctx>) {
         .predicate_filter(uid, PredicateConfig::default());
     drain(stream, |sa: ServiceAccount| {
         let ns = sa.namespace().unwrap_or_default();
-        for mr in ctx.mr_store.state() {
-            if mr.metadata.namespace.as_deref() == Some(ns.as_str())
-                && waits_for_service_account(mr.status.as_ref())
-            {
-                let _ = ctx.mr_tx.unbounded_send(ObjectRef::from_obj(&*mr));
-            }
+        let mrs: Vec<_> = ctx
+            .mr_store
+            .state()
+            .iter()
+            .filter(|mr| {
+                mr.metadata.namespace.as_deref() == Some(ns.as_str())
+                    && waits_for_service_account(mr.status.as_ref())
+            })
+            .map(|mr| ObjectRef::from_obj(&**mr))
+            .collect();
+        let rels: Vec<_> = ctx
+            .rel_store
+            .state()
+            .iter()
+            .filter(|rel| {
+                rel.metadata.namespace.as_deref() == Some(ns.as_str())
+                    && waits_for_service_account(rel.status.as_ref())
+            })
+            .map(|rel| ObjectRef::from_obj(&**rel))
+            .collect();
+        if mrs.is_empty() && rels.is_empty() {
+            return;
         }
-        for rel in ctx.rel_store.state() {
-            if rel.metadata.namespace.as_deref() == Some(ns.as_str())
-                && waits_for_service_account(rel.status.as_ref())
-            {
-                let _ = ctx.rel_tx.unbounded_send(ObjectRef::from_obj(&*rel));
+        // A new ServiceAccount usually comes with the RoleBinding that gives it its rights,
+        // a moment later; an attempt before that would stall as forbidden for 30 minutes.
+        let (mr_tx, rel_tx) = (ctx.mr_tx.clone(), ctx.rel_tx.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(SERVICE_ACCOUNT_SETTLE).await;
+            for r in mrs {
+                let _ = mr_tx.unbounded_send(r);
             }
-        }
+            for r in rels {
+                let _ = rel_tx.unbounded_send(r);
+            }
+        });
     })
     .await;
 }

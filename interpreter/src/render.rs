@@ -28,8 +28,10 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
 pub const DEFAULT_MAX_STDERR_BYTES: usize = 8 * 1024;
 /// Lines of `cue`'s stderr kept in an error message: the first ones name the field.
 const MESSAGE_LINES: usize = 12;
-/// Renders kept by the render cache.
-const RENDER_CACHE_ENTRIES: usize = 128;
+/// Bytes of exported JSON the render cache keeps (least recently used first out): a
+/// thousand ModuleReleases of a small module take a few MB, so every unchanged release of
+/// a large fleet is answered without a `cue` run.
+const RENDER_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 /// How the renderer runs `cue`.
 #[derive(Debug, Clone)]
@@ -187,12 +189,17 @@ pub struct RenderStats {
     pub cache_hits: AtomicU64,
 }
 
+/// Exported JSON by render inputs, with the tick of its last use.
+type RenderCache = BTreeMap<RenderKey, (Arc<[u8]>, u64)>;
+
 /// Runs `cue` and caches successful renders.
 #[derive(Debug)]
 pub struct Renderer {
     config: RenderConfig,
     cue_version: OnceCell<String>,
-    cache: Mutex<BTreeMap<RenderKey, (Arc<Rendered>, u64)>>,
+    /// The exported JSON by inputs (kept as bytes: a third of the parsed value's size), with
+    /// the tick of its last use.
+    cache: Mutex<RenderCache>,
     tick: AtomicU64,
     stats: RenderStats,
 }
@@ -258,6 +265,16 @@ impl Renderer {
         values: &Value,
         identity: &ReleaseIdentity,
     ) -> Result<Rendered, RenderError> {
+        Rendered::from_json(&self.export_module(module, values, identity).await?)
+    }
+
+    /// [`Self::render_module`]'s `cue` output.
+    async fn export_module(
+        &self,
+        module: &ModuleRef,
+        values: &Value,
+        identity: &ReleaseIdentity,
+    ) -> Result<Vec<u8>, RenderError> {
         let files = synthesise_release(module, values, identity)?;
         let dir = tempfile::Builder::new()
             .prefix("opm-release-")
@@ -277,7 +294,7 @@ impl Renderer {
             .map_err(|e| RenderError::Io {
                 message: format!("writing release package: {e}"),
             })?;
-        self.render_package(dir.path()).await
+        self.export(dir.path()).await
     }
 
     /// [`Self::render_package`] through the render cache. `source_digest` names the artifact
@@ -294,7 +311,7 @@ impl Renderer {
             path: spec_path.to_owned(),
             cue_version: self.cue_version().await?,
         };
-        self.cached(key, self.render_package(dir)).await
+        self.cached(key, self.export(dir)).await
     }
 
     /// [`Self::render_module`] through the render cache. A published module version is
@@ -318,33 +335,39 @@ impl Renderer {
             path: ".".to_owned(),
             cue_version: self.cue_version().await?,
         };
-        self.cached(key, self.render_module(module, values, identity))
+        self.cached(key, self.export_module(module, values, identity))
             .await
     }
 
     async fn cached(
         &self,
         key: RenderKey,
-        render: impl Future<Output = Result<Rendered, RenderError>>,
+        export: impl Future<Output = Result<Vec<u8>, RenderError>>,
     ) -> Result<Arc<Rendered>, RenderError> {
         use std::sync::atomic::Ordering::Relaxed;
-        if let Some((hit, used)) = self.lock_cache().get_mut(&key) {
+        let hit = self.lock_cache().get_mut(&key).map(|(bytes, used)| {
             *used = self.tick.fetch_add(1, Relaxed);
+            bytes.clone()
+        });
+        if let Some(bytes) = hit {
             self.stats.cache_hits.fetch_add(1, Relaxed);
-            return Ok(hit.clone());
+            return Rendered::from_json(&bytes).map(Arc::new);
         }
-        let rendered = Arc::new(render.await?);
+        let bytes = export.await?;
+        // Only what passes the shape check is cached.
+        let rendered = Arc::new(Rendered::from_json(&bytes)?);
         let mut cache = self.lock_cache();
-        cache.insert(key, (rendered.clone(), self.tick.fetch_add(1, Relaxed)));
-        while cache.len() > RENDER_CACHE_ENTRIES {
+        cache.insert(key, (bytes.into(), self.tick.fetch_add(1, Relaxed)));
+        let mut total: usize = cache.values().map(|(b, _)| b.len()).sum();
+        while total > RENDER_CACHE_BYTES && cache.len() > 1 {
             let oldest = cache
                 .iter()
                 .min_by_key(|(_, (_, t))| *t)
                 .map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => cache.remove(&k),
+            match oldest.and_then(|k| cache.remove(&k)) {
+                Some((b, _)) => total -= b.len(),
                 None => break,
-            };
+            }
         }
         Ok(rendered)
     }
@@ -354,7 +377,7 @@ impl Renderer {
         self.lock_cache().len()
     }
 
-    fn lock_cache(&self) -> std::sync::MutexGuard<'_, BTreeMap<RenderKey, (Arc<Rendered>, u64)>> {
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, RenderCache> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
