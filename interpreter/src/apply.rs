@@ -76,12 +76,8 @@ async fn applied(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> AppliedObject {
 }
 
 async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyAction, ApiError> {
-    let resolved = ctx
-        .resolver
-        .resolve(&obj.id.group, &obj.id.version, &obj.id.kind)
-        .await?;
-    ctx.watch.ensure(&obj.id, &resolved.resource);
-    let api = dynamic::api_of(ctx.client.clone(), &resolved, &obj.id);
+    let api =
+        dynamic::watched_api_for(ctx.client.clone(), ctx.resolver, ctx.watch, &obj.id).await?;
     let manifest = ctx
         .secrets
         .restore(&obj.manifest)
@@ -104,30 +100,20 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
     let mut dry = None;
     match ctx.live.get(&obj.id) {
         // Found missing by this attempt's drift check: create it without another GET.
-        Some(seen) if seen.absent() => return commit(true).await,
+        Some(seen) if seen.absent() => return commit(Some(true)).await,
         Some(seen) => {
             let d = dynamic::to_value(&dry_run(api, name, params, manifest).await?);
             if seen.same_version(&d) {
                 if seen.apply_digest == live_cache::apply_digest(&d) {
-                    return unchanged(live_cache::version_of(&d));
+                    return unchanged(live_cache::resource_version(&d));
                 }
-                return commit(false).await;
+                return commit(Some(false)).await;
             }
             dry = Some(d);
         }
         // Not seen, and the listed objects carrying our label do not include it: it is
         // missing or lacks the label we stamp, so a dry-run could only show a change.
-        None if ctx.watch.lists_without(&obj.id) => {
-            let live = write(ctx, api, obj, params, manifest).await?;
-            if let Some(rv) = live_cache::version_of(&live) {
-                ctx.live.verify(&obj.id, rv, desired);
-            }
-            return Ok(if only_managed_by(&live, ctx.field_manager) {
-                ApplyAction::Created
-            } else {
-                ApplyAction::Updated
-            });
-        }
+        None if ctx.watch.lists_without(&obj.id) => return commit(None).await,
         None => {}
     }
     let live = api
@@ -143,13 +129,14 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
             _ => dynamic::to_value(&dry_run(api, name, params, manifest).await?),
         };
         if same_object(live, &dry) {
-            return unchanged(live_cache::version_of(live));
+            return unchanged(live_cache::resource_version(live));
         }
     }
-    commit(live.is_none()).await
+    commit(Some(live.is_none())).await
 }
 
-/// Writes and records the written version as verified against `desired`.
+/// Writes and records the written version as verified against `desired`. `created` says
+/// whether the object existed; `None` when unknown, then the write's answer tells.
 async fn committed(
     ctx: &ApplyCtx<'_>,
     api: &Api<DynamicObject>,
@@ -157,17 +144,19 @@ async fn committed(
     params: &PatchParams,
     manifest: &Value,
     desired: [u8; 32],
-    created: bool,
+    created: Option<bool>,
 ) -> Result<ApplyAction, ApiError> {
     let live = write(ctx, api, obj, params, manifest).await?;
-    if let Some(rv) = live_cache::version_of(&live) {
+    if let Some(rv) = live_cache::resource_version(&live) {
         ctx.live.verify(&obj.id, rv, desired);
     }
-    Ok(if created {
-        ApplyAction::Created
-    } else {
-        ApplyAction::Updated
-    })
+    Ok(
+        if created.unwrap_or_else(|| only_managed_by(&live, ctx.field_manager)) {
+            ApplyAction::Created
+        } else {
+            ApplyAction::Updated
+        },
+    )
 }
 
 /// Whether `manager` is the only field manager of `obj`: an object our write created
@@ -217,11 +206,7 @@ async fn write(
 }
 
 fn same_version(a: &Value, b: &Value) -> bool {
-    let rv = |v: &Value| {
-        v.pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
+    let rv = live_cache::resource_version;
     rv(a).is_some() && rv(a) == rv(b)
 }
 

@@ -65,11 +65,8 @@ async fn checked(ctx: &DriftCtx<'_>, obj: &DesiredObject) -> (ResourceId, Result
 }
 
 async fn drifted(ctx: &DriftCtx<'_>, obj: &DesiredObject) -> Result<bool, ApiError> {
-    let resolved = ctx
-        .resolver
-        .resolve(&obj.id.group, &obj.id.version, &obj.id.kind)
-        .await?;
-    ctx.watch.ensure(&obj.id, &resolved.resource);
+    let api =
+        dynamic::watched_api_for(ctx.client.clone(), ctx.resolver, ctx.watch, &obj.id).await?;
     let desired_state = live_cache::desired_digest(&obj.manifest, ctx.field_manager, ctx.identity);
     // Still at the version a dry-run (or our apply) of this very desired state matched.
     // Only for the operator's own identity: the watch runs as the operator, so it cannot
@@ -84,12 +81,7 @@ async fn drifted(ctx: &DriftCtx<'_>, obj: &DesiredObject) -> Result<bool, ApiErr
         return Ok(false);
     }
     ctx.stats.dry_runs.fetch_add(1, Ordering::Relaxed);
-    let drifted = dry_run_check(
-        ctx,
-        obj,
-        &dynamic::api_of(ctx.client.clone(), &resolved, &obj.id),
-    )
-    .await?;
+    let drifted = dry_run_check(ctx, obj, &api).await?;
     if let Some((false, rv)) = &drifted {
         ctx.live.verify(&obj.id, rv, desired_state);
     }
@@ -116,7 +108,11 @@ async fn dry_run_check(
             .map(|d| dynamic::to_value(&d))
             .map_err(|e| api_error::from_kube(&e))
     };
-    let version = |v: &Value| live_cache::version_of(v).unwrap_or_default().to_owned();
+    let version = |v: &Value| {
+        live_cache::resource_version(v)
+            .unwrap_or_default()
+            .to_owned()
+    };
     // A dry-run based on a version already seen needs no GET.
     let mut dry = None;
     if let Some(seen) = ctx.live.get(&obj.id) {
@@ -128,7 +124,7 @@ async fn dry_run_check(
             )));
         }
         // Still missing: a dry-run of an existing object carries its version.
-        if seen.absent() && !has_version(&d) {
+        if seen.absent() && live_cache::resource_version(&d).is_none() {
             return Ok(None);
         }
         dry = Some(d);
@@ -151,12 +147,6 @@ async fn dry_run_check(
         managed_view(&live) != managed_view(&dry),
         version(&live),
     )))
-}
-
-fn has_version(obj: &Value) -> bool {
-    obj.pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .is_some_and(|rv| !rv.is_empty())
 }
 
 /// Labels, annotations and every top-level field but `metadata` and `status`.

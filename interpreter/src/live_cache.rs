@@ -130,7 +130,8 @@ impl LiveCache {
     }
 }
 
-fn resource_version(obj: &Value) -> Option<&str> {
+/// The version string of a server object, if it has a non-empty one.
+pub fn resource_version(obj: &Value) -> Option<&str> {
     obj.pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .filter(|rv| !rv.is_empty())
@@ -151,11 +152,6 @@ pub fn desired_digest(manifest: &Value, field_manager: &str, identity: &str) -> 
     h.update([0]);
     h.update(identity.as_bytes());
     h.finalize().into()
-}
-
-/// The version string of a server object, if it has one.
-pub fn version_of(obj: &Value) -> Option<&str> {
-    resource_version(obj)
 }
 
 /// Digest of what [`crate::apply::same_object`] compares.
