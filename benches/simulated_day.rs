@@ -47,7 +47,12 @@ fn package(rev: u32, team: usize) -> ArtifactDef {
 }
 
 fn day() -> World {
-    let mut w = World::new(Config::default(), t0(), 42).with_retention(Retention::Timeline);
+    let mut w = World::new(
+        Config::default().with_operator_identity(opm_core::AllowOperatorIdentity::Cluster),
+        t0(),
+        42,
+    )
+    .with_retention(Retention::Timeline);
     w.add_module(MODULE, "v0.2.1", ModuleDef::web());
     for n in 0..10 {
         let ns = format!("team-{n}");

@@ -53,7 +53,7 @@ fn attempt(
     let obj = ReleaseObject::ModuleRelease(mr.clone());
     let key = obj.key();
     let (mut a, mut batch) = Attempt::start(
-        &Config::default(),
+        &Config::default().with_operator_identity(opm_core::AllowOperatorIdentity::Cluster),
         Input::new(
             now,
             InputKind::Observed {

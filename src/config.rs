@@ -4,6 +4,40 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// `--allow-operator-identity` (SPEC §15): what a release without any ServiceAccount may
+/// do under the operator's own identity.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum AllowOperatorIdentity {
+    /// No ServiceAccount is a stall (`ImpersonationFailed`): the multi-tenant default, so a
+    /// release author never gains more than a ServiceAccount of the namespace has.
+    #[default]
+    Off,
+    /// Apply as the operator, confined to namespaced objects in the release's namespace
+    /// (anything else is a stall `ApplyFailed` naming the object).
+    On,
+    /// Apply as the operator wherever its RBAC reaches: every release author is trusted
+    /// with the operator's rights.
+    Cluster,
+}
+
+impl AllowOperatorIdentity {
+    /// The flag value (`off`, `on`, `cluster`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::On => "on",
+            Self::Cluster => "cluster",
+        }
+    }
+}
+
+impl std::fmt::Display for AllowOperatorIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Policy flags. Serialised into every trace header so a replay decides the same way.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -15,7 +49,17 @@ pub struct Config {
     #[serde(default)]
     pub allow_cross_namespace_refs: bool,
     /// `--requeue-dependency`: requeue of soft-blocked exits (default 30s).
+    #[serde(default = "default_requeue_dependency")]
     pub requeue_dependency: Duration,
+    /// `--allow-operator-identity` (default off). Always written into trace headers; a
+    /// header without it is from before the flag and replays as `cluster` (see
+    /// `trace::TraceHeader`).
+    #[serde(default)]
+    pub allow_operator_identity: AllowOperatorIdentity,
+}
+
+fn default_requeue_dependency() -> Duration {
+    Duration::from_secs(30)
 }
 
 impl Default for Config {
@@ -23,7 +67,46 @@ impl Default for Config {
         Self {
             default_service_account: None,
             allow_cross_namespace_refs: false,
-            requeue_dependency: Duration::from_secs(30),
+            requeue_dependency: default_requeue_dependency(),
+            allow_operator_identity: AllowOperatorIdentity::Off,
+        }
+    }
+}
+
+impl Config {
+    /// This config with `--allow-operator-identity` set to `allow`.
+    pub fn with_operator_identity(mut self, allow: AllowOperatorIdentity) -> Self {
+        self.allow_operator_identity = allow;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_refuses_operator_identity() {
+        assert_eq!(
+            Config::default().allow_operator_identity,
+            AllowOperatorIdentity::Off
+        );
+        let partial: Config = serde_json::from_str(r#"{"allowCrossNamespaceRefs":true}"#).unwrap();
+        assert_eq!(partial.allow_operator_identity, AllowOperatorIdentity::Off);
+        assert_eq!(partial.requeue_dependency, Duration::from_secs(30));
+        let now = serde_json::to_value(Config::default()).unwrap();
+        assert_eq!(now["allowOperatorIdentity"], "off");
+        for a in [
+            AllowOperatorIdentity::Off,
+            AllowOperatorIdentity::On,
+            AllowOperatorIdentity::Cluster,
+        ] {
+            let back: Config = serde_json::from_value(
+                serde_json::to_value(Config::default().with_operator_identity(a)).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(back.allow_operator_identity, a);
+            assert_eq!(serde_json::to_value(a).unwrap(), a.as_str());
         }
     }
 }

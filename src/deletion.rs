@@ -5,6 +5,7 @@
 //! | absent  | add it, continue | done (not ours) |
 //! | present | reconcile | deletion path |
 
+use crate::config::AllowOperatorIdentity;
 use crate::constants::ORPHAN_ANNOTATION;
 
 /// What a deleting release with our finalizer needs first.
@@ -14,15 +15,25 @@ pub enum Plan {
     RemoveFinalizer,
     /// Prune the whole inventory as this ServiceAccount once it is known to exist.
     CheckServiceAccount(String),
-    /// Prune the whole inventory as the operator.
+    /// Prune the whole inventory as the operator (`--allow-operator-identity`).
     Prune,
+    /// No ServiceAccount at all and no `--allow-operator-identity`: as if the
+    /// ServiceAccount were missing (SPEC §12 step 2).
+    ServiceAccountMissing,
 }
 
-pub fn plan(prune: bool, inventory_count: usize, service_account: Option<&str>) -> Plan {
+pub fn plan(
+    prune: bool,
+    inventory_count: usize,
+    service_account: Option<&str>,
+    allow: AllowOperatorIdentity,
+) -> Plan {
     if !prune || inventory_count == 0 {
         Plan::RemoveFinalizer
     } else if let Some(sa) = service_account {
         Plan::CheckServiceAccount(sa.to_string())
+    } else if allow == AllowOperatorIdentity::Off {
+        Plan::ServiceAccountMissing
     } else {
         Plan::Prune
     }
@@ -33,18 +44,36 @@ pub fn orphan_requested(value: Option<&str>) -> bool {
     value == Some("true")
 }
 
-/// `OrphanedOnDeletion` event note.
-pub fn orphaned_message(count: usize, service_account: &str) -> String {
-    format!(
-        "Orphaned {count} managed resources; ServiceAccount \"{service_account}\" missing and {ORPHAN_ANNOTATION} annotation set"
-    )
+/// `OrphanedOnDeletion` event note (`None`: the release has no ServiceAccount at all).
+pub fn orphaned_message(count: usize, service_account: Option<&str>) -> String {
+    match service_account {
+        Some(sa) => format!(
+            "Orphaned {count} managed resources; ServiceAccount \"{sa}\" missing and {ORPHAN_ANNOTATION} annotation set"
+        ),
+        None => format!(
+            "Orphaned {count} managed resources; no ServiceAccount and {ORPHAN_ANNOTATION} annotation set"
+        ),
+    }
 }
 
-/// `DeletionSAMissing` message: what is blocked and the three ways out.
-pub fn sa_missing_message(namespace: &str, service_account: &str, count: usize) -> String {
+/// `DeletionSAMissing` message: what is blocked and the three ways out (`None`: the
+/// release names no ServiceAccount and the operator may not use its own identity).
+pub fn sa_missing_message(namespace: &str, service_account: Option<&str>, count: usize) -> String {
+    let (why, restore) = match service_account {
+        Some(sa) => (
+            format!("ServiceAccount \"{sa}\" not found in namespace \"{namespace}\""),
+            "restore the ServiceAccount",
+        ),
+        None => (
+            "no ServiceAccount (no spec.serviceAccountName, no --default-service-account, \
+             and the operator runs without --allow-operator-identity)"
+                .to_string(),
+            "set spec.serviceAccountName to a ServiceAccount that may delete them",
+        ),
+    };
     format!(
-        "cannot prune {count} managed resources: ServiceAccount \"{service_account}\" not found in namespace \"{namespace}\". \
-         To proceed: (1) restore the ServiceAccount; (2) set spec.prune: false and delete again to orphan the resources; \
+        "cannot prune {count} managed resources: {why}. \
+         To proceed: (1) {restore}; (2) set spec.prune: false and delete again to orphan the resources; \
          (3) set the annotation {ORPHAN_ANNOTATION}: \"true\" to orphan them"
     )
 }
@@ -55,13 +84,19 @@ mod tests {
 
     #[test]
     fn plan_table() {
-        assert_eq!(plan(false, 3, Some("sa")), Plan::RemoveFinalizer);
-        assert_eq!(plan(true, 0, Some("sa")), Plan::RemoveFinalizer);
-        assert_eq!(
-            plan(true, 3, Some("sa")),
-            Plan::CheckServiceAccount("sa".into())
-        );
-        assert_eq!(plan(true, 3, None), Plan::Prune);
+        use AllowOperatorIdentity::{Cluster, Off, On};
+        for allow in [Off, On, Cluster] {
+            assert_eq!(plan(false, 3, Some("sa"), allow), Plan::RemoveFinalizer);
+            assert_eq!(plan(true, 0, Some("sa"), allow), Plan::RemoveFinalizer);
+            assert_eq!(plan(false, 3, None, allow), Plan::RemoveFinalizer);
+            assert_eq!(
+                plan(true, 3, Some("sa"), allow),
+                Plan::CheckServiceAccount("sa".into())
+            );
+        }
+        assert_eq!(plan(true, 3, None, Off), Plan::ServiceAccountMissing);
+        assert_eq!(plan(true, 3, None, On), Plan::Prune);
+        assert_eq!(plan(true, 3, None, Cluster), Plan::Prune);
     }
 
     #[test]
@@ -75,12 +110,20 @@ mod tests {
     #[test]
     fn messages() {
         assert_eq!(
-            orphaned_message(2, "deployer"),
+            orphaned_message(2, Some("deployer")),
             "Orphaned 2 managed resources; ServiceAccount \"deployer\" missing and opm.dev/force-delete-orphan annotation set"
         );
-        let m = sa_missing_message("demo", "deployer", 2);
+        let m = sa_missing_message("demo", Some("deployer"), 2);
         assert!(m.contains("restore the ServiceAccount"));
         assert!(m.contains("spec.prune: false"));
         assert!(m.contains("opm.dev/force-delete-orphan: \"true\""));
+        let m = sa_missing_message("demo", None, 2);
+        assert!(m.contains("no ServiceAccount"), "{m}");
+        assert!(m.contains("set spec.serviceAccountName"), "{m}");
+        assert!(m.contains("opm.dev/force-delete-orphan: \"true\""));
+        assert_eq!(
+            orphaned_message(1, None),
+            "Orphaned 1 managed resources; no ServiceAccount and opm.dev/force-delete-orphan annotation set"
+        );
     }
 }

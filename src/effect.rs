@@ -215,10 +215,10 @@ pub struct ApplyStage {
 pub struct Impersonation {
     pub namespace: String,
     pub service_account: String,
-    /// `system:serviceaccount:<ns>:<sa>`.
+    /// `system:serviceaccount:<ns>:<sa>`, the only impersonation header sent: the API
+    /// server adds the ServiceAccount's groups itself, so the operator needs no right to
+    /// impersonate groups (SPEC §15). Older traces also carry a `groups` list; it is ignored.
     pub user: String,
-    /// `system:serviceaccounts`, `system:serviceaccounts:<ns>`, `system:authenticated`.
-    pub groups: Vec<String>,
 }
 
 /// One DELETE with a UID precondition.

@@ -80,7 +80,7 @@ pub mod status;
 pub mod trace;
 pub mod world;
 
-pub use config::Config;
+pub use config::{AllowOperatorIdentity, Config};
 pub use effect::{Effect, EffectKind, Event, EventType, Metric};
 pub use input::{ApiError, FetchError, Input, InputError, InputKind, RenderError, SourceError};
 pub use machine::Attempt;

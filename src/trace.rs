@@ -16,12 +16,24 @@ use crate::object::ReleaseKey;
 #[serde(rename_all = "camelCase")]
 pub struct TraceHeader {
     pub core_version: String,
+    #[serde(deserialize_with = "recorded_config")]
     pub config: Config,
     #[serde(flatten)]
     pub release: ReleaseKey,
     /// The operator's monotonic attempt number (absent in older traces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u64>,
+}
+
+/// A header's config. Traces from before `--allow-operator-identity` existed ran every
+/// release without a ServiceAccount as the operator, unconfined: they replay as `cluster`.
+fn recorded_config<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Config, D::Error> {
+    let mut v = serde_json::Value::deserialize(d)?;
+    if let Some(m) = v.as_object_mut() {
+        m.entry("allowOperatorIdentity")
+            .or_insert_with(|| serde_json::Value::from("cluster"));
+    }
+    serde_json::from_value(v).map_err(serde::de::Error::custom)
 }
 
 impl TraceHeader {

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use opm_core::api::ModuleRelease;
 use opm_core::effect::{Effect, EffectKind, EventType};
 use opm_core::input::{ApiError, LiveMeta, RenderOutput};
-use opm_core::{Config, Input, InputKind, Kind, Outcome, ReleaseKey};
+use opm_core::{Input, InputKind, Kind, Outcome, ReleaseKey};
 use serde_json::json;
 use support::*;
 
@@ -23,7 +23,7 @@ fn deleting(prune: bool, sa: Option<&str>) -> ModuleRelease {
         }),
         ..Default::default()
     };
-    let first = run_mr(&Config::default(), module_release(), &canned);
+    let first = run_mr(&operator_cfg(), module_release(), &canned);
     assert_eq!(first.status.inventory.as_ref().unwrap().count, 4);
     let mut mr = module_release();
     mr.status = Some(first.status);
@@ -41,7 +41,7 @@ fn object_gone_is_done_without_requeue() {
         name: "x".into(),
     };
     let (a, batch) = opm_core::Attempt::start(
-        &Config::default(),
+        &operator_cfg(),
         Input::new(t0(), InputKind::Observed { key, object: None }),
     );
     assert!(a.is_finished());
@@ -59,7 +59,7 @@ fn object_gone_is_done_without_requeue() {
 fn deleting_without_our_finalizer_is_left_alone() {
     let mut mr = deleting(true, None);
     mr.metadata.finalizers = Some(vec!["someone.else/finalizer".into()]);
-    let r = run_mr(&Config::default(), mr, &Canned::default());
+    let r = run_mr(&operator_cfg(), mr, &Canned::default());
     assert_eq!(r.kinds(), vec![EffectKind::Done]);
     assert_eq!(
         (r.outcome, r.reason.as_str(), r.requeue),
@@ -69,11 +69,7 @@ fn deleting_without_our_finalizer_is_left_alone() {
 
 #[test]
 fn prune_false_orphans_and_removes_the_finalizer() {
-    let r = run_mr(
-        &Config::default(),
-        deleting(false, None),
-        &Canned::default(),
-    );
+    let r = run_mr(&operator_cfg(), deleting(false, None), &Canned::default());
     assert_eq!(r.awaited(), vec![EffectKind::RemoveFinalizer]);
     assert_eq!(
         (r.outcome, r.reason.as_str(), r.requeue),
@@ -87,13 +83,13 @@ fn empty_inventory_removes_the_finalizer() {
     let mut mr = module_release();
     mr.spec.common.prune = true;
     mr.metadata.deletion_timestamp = Some(Time(t0()));
-    let r = run_mr(&Config::default(), mr, &Canned::default());
+    let r = run_mr(&operator_cfg(), mr, &Canned::default());
     assert_eq!(r.awaited(), vec![EffectKind::RemoveFinalizer]);
 }
 
 #[test]
 fn prune_on_deletion_deletes_everything_owned_except_namespaces() {
-    let r = run_mr(&Config::default(), deleting(true, None), &Canned::default());
+    let r = run_mr(&operator_cfg(), deleting(true, None), &Canned::default());
     assert_eq!(
         r.awaited(),
         vec![
@@ -153,7 +149,7 @@ fn prune_on_deletion_deletes_everything_owned_except_namespaces() {
 fn deletion_runs_even_when_suspended() {
     let mut mr = deleting(true, None);
     mr.spec.common.suspend = true;
-    let r = run_mr(&Config::default(), mr, &Canned::default());
+    let r = run_mr(&operator_cfg(), mr, &Canned::default());
     assert_eq!(
         r.awaited(),
         vec![
@@ -181,7 +177,7 @@ fn objects_not_ours_are_not_deleted() {
             labels: ours("another-release-uuid"),
         })),
     );
-    let r = run_mr(&Config::default(), deleting(true, None), &canned);
+    let r = run_mr(&operator_cfg(), deleting(true, None), &canned);
     // Nothing left to delete: no Prune effect at all.
     assert_eq!(
         r.awaited(),
@@ -196,8 +192,8 @@ fn missing_service_account_blocks_deletion_with_the_ways_out() {
         ..Default::default()
     };
     let mr = deleting(true, Some("deployer"));
-    let r = run_mr(&Config::default(), mr.clone(), &canned);
-    let msg = opm_core::deletion::sa_missing_message("demo", "deployer", 4);
+    let r = run_mr(&operator_cfg(), mr.clone(), &canned);
+    let msg = opm_core::deletion::sa_missing_message("demo", Some("deployer"), 4);
     assert!(
         msg.contains("restore the ServiceAccount")
             && msg.contains("spec.prune: false")
@@ -214,7 +210,7 @@ fn missing_service_account_blocks_deletion_with_the_ways_out() {
     // Warned once: the next attempt stays quiet.
     let mut again = mr;
     again.status = Some(r.status);
-    let r2 = run_mr(&Config::default(), again, &canned);
+    let r2 = run_mr(&operator_cfg(), again, &canned);
     assert_eq!(r2.reason, "DeletionSAMissing");
     assert!(r2.events().is_empty());
 }
@@ -233,7 +229,7 @@ fn orphan_annotation_clears_inventory_and_lets_go() {
         )]
         .into(),
     );
-    let r = run_mr(&Config::default(), mr.clone(), &canned);
+    let r = run_mr(&operator_cfg(), mr.clone(), &canned);
     assert_eq!(
         r.event_tuples(),
         vec![ev(
@@ -265,7 +261,7 @@ fn orphan_annotation_clears_inventory_and_lets_go() {
         .into(),
     );
     assert_eq!(
-        run_mr(&Config::default(), mr, &canned).reason,
+        run_mr(&operator_cfg(), mr, &canned).reason,
         "DeletionSAMissing"
     );
 }
@@ -279,11 +275,7 @@ fn forbidden_prune_while_impersonating_stalls_deletion() {
             message: "cannot delete deployments".into(),
         },
     );
-    let r = run_mr(
-        &Config::default(),
-        deleting(true, Some("deployer")),
-        &canned,
-    );
+    let r = run_mr(&operator_cfg(), deleting(true, Some("deployer")), &canned);
     assert_eq!(
         (r.outcome, r.reason.as_str(), r.requeue),
         (
@@ -310,7 +302,7 @@ fn other_prune_errors_on_deletion_retry_with_backoff() {
             message: "etcd".into(),
         },
     );
-    let r = run_mr(&Config::default(), deleting(true, None), &canned);
+    let r = run_mr(&operator_cfg(), deleting(true, None), &canned);
     assert_eq!(
         (r.outcome, r.reason.as_str(), r.requeue),
         (Outcome::FailedTransient, "PruneFailed", Some(secs(5)))
@@ -323,7 +315,7 @@ fn other_prune_errors_on_deletion_retry_with_backoff() {
 fn missing_finalizer_is_added_and_the_attempt_continues() {
     let mut mr = module_release();
     mr.metadata.finalizers = None;
-    let r = run_mr(&Config::default(), mr.clone(), &Canned::default());
+    let r = run_mr(&operator_cfg(), mr.clone(), &Canned::default());
     assert_eq!(
         r.awaited(),
         vec![
@@ -344,7 +336,7 @@ fn missing_finalizer_is_added_and_the_attempt_continues() {
         }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_eq!(
         (r.outcome, r.reason.as_str(), r.requeue),
         (Outcome::FailedTransient, "FinalizerFailed", Some(secs(5)))

@@ -289,7 +289,7 @@ fn every_deploy_yaml_file_parses_as_kubernetes_objects() {
                 "{}: {kind} without apiVersion",
                 path.display()
             );
-            if kind != "Kustomization" {
+            if kind != "Kustomization" && kind != "Component" {
                 assert!(
                     doc["metadata"]["name"].as_str().is_some(),
                     "{}: {kind} without metadata.name",
@@ -313,6 +313,47 @@ fn every_deploy_yaml_file_parses_as_kubernetes_objects() {
     ] {
         assert!(kinds.contains(kind), "deploy/ has no {kind}");
     }
+}
+
+/// SPEC §22: the broad apply role ships only for `--allow-operator-identity`, off by
+/// default: the default kustomization neither installs it nor passes the flag, and the
+/// opt-in component adds both.
+#[test]
+fn the_broad_apply_role_is_opt_in() {
+    let k = parse_single(&repo().join("deploy/kustomization.yaml"));
+    for r in k["resources"].as_array().unwrap() {
+        let r = r.as_str().unwrap();
+        assert!(!r.contains("apply-"), "the default install lists {r}");
+        assert!(!r.contains("components"), "the default install lists {r}");
+    }
+    assert!(k.get("components").is_none(), "no component by default");
+    let d = parse_single(&repo().join("deploy/manager/deployment.yaml"));
+    let args = strings(&d["spec"]["template"]["spec"]["containers"][0]["args"]);
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.starts_with("--allow-operator-identity")),
+        "{args:?}"
+    );
+    let dir = repo().join("deploy/components/operator-identity");
+    let c = parse_single(&dir.join("kustomization.yaml"));
+    assert_eq!(c["kind"], "Component");
+    let listed: Vec<&str> = strings(&c["resources"]);
+    assert_eq!(
+        listed,
+        ["apply-clusterrole.yaml", "apply-clusterrolebinding.yaml"]
+    );
+    for r in listed {
+        assert!(dir.join(r).is_file(), "{r}");
+    }
+    let patch = c["patches"][0]["patch"].as_str().unwrap();
+    assert!(patch.contains("--allow-operator-identity=on"), "{patch}");
+    let values =
+        std::fs::read_to_string(repo().join("deploy/helm/opm-operator/values.yaml")).unwrap();
+    assert!(
+        values.contains("\nallowOperatorIdentity: \"off\"\n"),
+        "the chart's default is off"
+    );
 }
 
 #[test]
@@ -341,6 +382,9 @@ fn kustomization_lists_existing_files_only() {
     }
 }
 
+/// The broad apply role: only in the opt-in kustomize component (SPEC §22).
+const APPLY_ROLE: &str = "deploy/components/operator-identity/apply-clusterrole.yaml";
+
 fn rules(path: &str) -> Vec<Value> {
     let role = parse_single(&repo().join(path));
     role["rules"].as_array().expect("rules").clone()
@@ -362,7 +406,8 @@ fn grants(rules: &[Value], group: &str, resource: &str, verb: &str) -> bool {
 }
 
 /// SPEC §22: least privilege. The manager role must not hold wildcards or write access to
-/// workloads; those live in the separate, optional apply role.
+/// workloads (those live in the opt-in apply role of components/operator-identity), and
+/// impersonates ServiceAccounts only (SPEC §15: no groups, no users).
 #[test]
 fn manager_cluster_role_is_least_privilege() {
     let rules = rules("deploy/rbac/clusterrole.yaml");
@@ -377,9 +422,9 @@ fn manager_cluster_role_is_least_privilege() {
         let verbs = strings(&r["verbs"]);
         if verbs.contains(&"impersonate") {
             for res in strings(&r["resources"]) {
-                assert!(
-                    ["serviceaccounts", "groups"].contains(&res),
-                    "impersonation beyond ServiceAccounts: {res}"
+                assert_eq!(
+                    res, "serviceaccounts",
+                    "impersonation beyond ServiceAccounts"
                 );
             }
             assert_eq!(verbs, ["impersonate"], "impersonate shares a rule: {r}");
@@ -412,7 +457,10 @@ fn manager_cluster_role_is_least_privilege() {
         assert!(grants(&rules, "", "serviceaccounts", verb));
     }
     assert!(grants(&rules, "", "serviceaccounts", "impersonate"));
-    assert!(grants(&rules, "", "groups", "impersonate"));
+    assert!(
+        !grants(&rules, "", "groups", "impersonate"),
+        "no group impersonation: the API server adds a ServiceAccount's groups itself"
+    );
     assert!(
         !grants(&rules, "", "users", "impersonate"),
         "ServiceAccount impersonation does not need `users`"
@@ -443,11 +491,11 @@ fn manager_cluster_role_is_least_privilege() {
     }
 }
 
-/// The optional apply role (apply/prune without a ServiceAccount) names kinds and verbs
+/// The opt-in apply role (apply/prune without a ServiceAccount) names kinds and verbs
 /// explicitly; it never grants `escalate`/`bind`/`impersonate` or wildcards.
 #[test]
 fn apply_cluster_role_names_its_kinds() {
-    let rules = rules("deploy/rbac/apply-clusterrole.yaml");
+    let rules = rules(APPLY_ROLE);
     for r in &rules {
         for field in ["apiGroups", "resources", "verbs"] {
             assert!(!strings(&r[field]).contains(&"*"), "wildcard {field}: {r}");
@@ -494,10 +542,7 @@ fn helm_chart_rbac_equals_the_kustomize_rbac() {
     let t = "deploy/helm/opm-operator/templates";
     for (template, plain) in [
         ("clusterrole.yaml", "deploy/rbac/clusterrole.yaml"),
-        (
-            "apply-clusterrole.yaml",
-            "deploy/rbac/apply-clusterrole.yaml",
-        ),
+        ("apply-clusterrole.yaml", APPLY_ROLE),
         (
             "leader-election-role.yaml",
             "deploy/rbac/leader-election-role.yaml",
@@ -532,6 +577,7 @@ fn deployments_carry_the_operator_flags() {
         "--log-format",
         "--kube-api-qps",
         "--kube-api-burst",
+        "--allow-operator-identity",
     ];
     let plain = std::fs::read_to_string(repo().join("deploy/manager/deployment.yaml")).unwrap();
     let helm =

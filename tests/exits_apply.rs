@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use opm_core::api::{DriftDetection, DriftMode};
 use opm_core::effect::{Effect, EffectKind, EventType, Metric};
 use opm_core::input::{ApiError, DriftReport, RenderOutput};
-use opm_core::{Config, Kind, Outcome, ResourceId};
+use opm_core::{Kind, Outcome, ResourceId};
 use serde_json::json;
 use support::*;
 
@@ -20,7 +20,7 @@ fn missing_service_account_stalls() {
         sa_exists: Ok(false),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_stall(
         &r,
         "ImpersonationFailed",
@@ -43,7 +43,7 @@ fn forbidden_while_impersonating_stalls() {
         )]),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_stall(
         &r,
         "ImpersonationFailed",
@@ -65,7 +65,7 @@ fn apply_invalid_or_conflict_stalls() {
         )]),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), module_release(), &canned);
+    let r = run_mr(&operator_cfg(), module_release(), &canned);
     // Both web objects (Service, Deployment) conflict; each is named with the server message.
     let msg = format!(
         "apply failed: Service/demo/web: conflict: {conflict}; Deployment/demo/web: conflict: {conflict}"
@@ -86,7 +86,7 @@ fn apply_invalid_or_conflict_stalls() {
         )]),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), module_release(), &canned);
+    let r = run_mr(&operator_cfg(), module_release(), &canned);
     assert_stall(
         &r,
         "ApplyFailed",
@@ -106,7 +106,7 @@ fn apply_server_errors_are_transient() {
         )]),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), module_release(), &canned);
+    let r = run_mr(&operator_cfg(), module_release(), &canned);
     assert_transient(
         &r,
         "ApplyFailed",
@@ -131,7 +131,7 @@ fn apply_server_errors_are_transient() {
             apply_errors: BTreeMap::from([("web-config".to_string(), e)]),
             ..Default::default()
         };
-        let r = run_mr(&Config::default(), module_release(), &canned);
+        let r = run_mr(&operator_cfg(), module_release(), &canned);
         assert_eq!(
             (r.outcome, r.requeue),
             (Outcome::FailedTransient, Some(secs(5)))
@@ -150,7 +150,7 @@ fn with_stale_object() -> (opm_core::api::ModuleRelease, Canned) {
         }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), module_release(), &first);
+    let r = run_mr(&operator_cfg(), module_release(), &first);
     let mut mr = module_release();
     mr.spec.common.prune = true;
     mr.status = Some(r.status);
@@ -167,7 +167,7 @@ fn prune_failure_is_transient_and_keeps_inventory() {
         },
     )]);
     let before = mr.status.clone().unwrap();
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_transient(
         &r,
         "PruneFailed",
@@ -192,7 +192,7 @@ fn timeout_is_transient() {
         slow: Some((EffectKind::Render, secs(40))),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_transient(
         &r,
         "ReconcileTimeout",
@@ -205,7 +205,7 @@ fn timeout_is_transient() {
 
 #[test]
 fn applied_nothing_pruned() {
-    let r = run_mr(&Config::default(), module_release(), &Canned::default());
+    let r = run_mr(&operator_cfg(), module_release(), &Canned::default());
     assert_eq!(
         (r.outcome, r.reason.as_str(), r.requeue),
         (Outcome::Applied, "ReconciliationSucceeded", Some(secs(300)))
@@ -298,7 +298,7 @@ fn applied_nothing_pruned() {
 #[test]
 fn applied_and_pruned() {
     let (mr, canned) = with_stale_object();
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_eq!(
         (r.outcome, r.requeue),
         (Outcome::AppliedAndPruned, Some(secs(300)))
@@ -348,7 +348,7 @@ fn applied_and_pruned() {
 #[test]
 fn no_op_when_nothing_changed() {
     let (mr, first) = applied_module_release(&Canned::default());
-    let r = run_mr(&Config::default(), mr, &Canned::default());
+    let r = run_mr(&operator_cfg(), mr, &Canned::default());
     assert_eq!(
         (r.outcome, r.reason.as_str(), r.requeue),
         (Outcome::NoOp, "NoOp", Some(secs(300)))
@@ -400,7 +400,7 @@ fn drift_correct_reapplies_and_warn_reports() {
     };
     let msg = "1 resource(s) drifted from desired state: Deployment/demo/web";
 
-    let r = run_mr(&Config::default(), mr.clone(), &canned);
+    let r = run_mr(&operator_cfg(), mr.clone(), &canned);
     assert_eq!(r.outcome, Outcome::NoOp);
     assert_eq!(r.cond3("Drifted"), c3("True", "DriftDetected", msg));
     assert_eq!(
@@ -427,14 +427,14 @@ fn drift_correct_reapplies_and_warn_reports() {
     mr.spec.common.drift_detection = Some(DriftDetection {
         mode: DriftMode::Correct,
     });
-    let r = run_mr(&Config::default(), mr.clone(), &canned);
+    let r = run_mr(&operator_cfg(), mr.clone(), &canned);
     assert_eq!(r.outcome, Outcome::Applied);
     assert_eq!(r.cond("Drifted"), None, "a successful apply clears Drifted");
 
     mr.spec.common.drift_detection = Some(DriftDetection {
         mode: DriftMode::Disabled,
     });
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_eq!(r.outcome, Outcome::NoOp);
     assert!(r.find(EffectKind::CheckDrift).is_none());
 }
@@ -462,7 +462,7 @@ fn dry_run_forbidden_while_impersonating_stalls() {
         },
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_stall(
         &r,
         "ImpersonationFailed",
@@ -494,13 +494,13 @@ fn drift_check_errors_count_but_do_not_fail_the_attempt() {
         },
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), mr.clone(), &canned);
+    let r = run_mr(&operator_cfg(), mr.clone(), &canned);
     assert_eq!(r.outcome, Outcome::NoOp);
     assert_eq!(r.status.failure_counters.drift, 1);
     // A clean check resets it.
     let mut again = mr;
     again.status = Some(r.status);
-    let r = run_mr(&Config::default(), again, &Canned::default());
+    let r = run_mr(&operator_cfg(), again, &Canned::default());
     assert_eq!(r.status.failure_counters.drift, 0);
 }
 
@@ -514,7 +514,7 @@ fn prune_forbidden_while_impersonating_stalls() {
             message: "cannot delete".into(),
         },
     )]);
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     let warnings: Vec<_> = r
         .event_tuples()
         .into_iter()
@@ -542,11 +542,11 @@ fn stale_namespaces_and_crds_are_never_pruned() {
         }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), module_release(), &first);
+    let r = run_mr(&operator_cfg(), module_release(), &first);
     let mut mr = module_release();
     mr.spec.common.prune = true;
     mr.status = Some(r.status);
-    let r = run_mr(&Config::default(), mr, &Canned::default());
+    let r = run_mr(&operator_cfg(), mr, &Canned::default());
     assert_eq!(r.outcome, Outcome::AppliedAndPruned);
     assert!(r.find(EffectKind::InspectStale).is_none());
     assert!(r.find(EffectKind::Prune).is_none());
@@ -573,7 +573,7 @@ fn component_rename_or_version_change_is_not_stale() {
         }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_eq!(
         r.outcome,
         Outcome::Applied,

@@ -44,7 +44,7 @@ fn dependency_not_ready_is_soft_blocked() {
         }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_soft(
         &r,
         "DependenciesNotReady",
@@ -72,7 +72,7 @@ fn dependency_not_found_or_stale_generation_is_soft_blocked() {
         }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), mr.clone(), &canned);
+    let r = run_mr(&operator_cfg(), mr.clone(), &canned);
     assert_soft(
         &r,
         "DependenciesNotReady",
@@ -81,7 +81,7 @@ fn dependency_not_found_or_stale_generation_is_soft_blocked() {
         &ReleaseStatus::default(),
     );
     mr.spec.common.depends_on = vec![dep("ready"), dep("missing")];
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_soft(
         &r,
         "DependenciesNotReady",
@@ -95,7 +95,7 @@ fn dependency_not_found_or_stale_generation_is_soft_blocked() {
 fn dependency_self_reference_stalls() {
     let mut mr = module_release();
     mr.spec.common.depends_on = vec![dep("web")];
-    let r = run_mr(&Config::default(), mr, &Canned::default());
+    let r = run_mr(&operator_cfg(), mr, &Canned::default());
     assert_stall(
         &r,
         "DependenciesNotReady",
@@ -119,7 +119,7 @@ fn dependency_cycle_stalls() {
         deps: Ok(DependencyReport { releases: vec![db] }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_stall(
         &r,
         "DependenciesNotReady",
@@ -136,7 +136,7 @@ fn cross_namespace_dependency_denied() {
         namespace: "infra".into(),
         kind: String::new(),
     }];
-    let r = run_mr(&Config::default(), mr.clone(), &Canned::default());
+    let r = run_mr(&operator_cfg(), mr.clone(), &Canned::default());
     assert_stall(
         &r,
         "CrossNamespaceRefDenied",
@@ -146,7 +146,7 @@ fn cross_namespace_dependency_denied() {
     // With the flag the dependency is checked instead.
     let cfg = Config {
         allow_cross_namespace_refs: true,
-        ..Default::default()
+        ..operator_cfg()
     };
     let r = run_mr(&cfg, mr, &Canned::default());
     assert_eq!(r.reason, "DependenciesNotReady");
@@ -157,7 +157,7 @@ fn cross_namespace_dependency_denied() {
 fn cross_namespace_source_denied() {
     let mut rel = release();
     rel.spec.source_ref.namespace = "flux-system".into();
-    let r = run_rel(&Config::default(), rel.clone(), &Canned::default());
+    let r = run_rel(&operator_cfg(), rel.clone(), &Canned::default());
     assert_stall(
         &r,
         "CrossNamespaceRefDenied",
@@ -167,7 +167,7 @@ fn cross_namespace_source_denied() {
     assert!(r.find(EffectKind::ResolveSource).is_none());
     let cfg = Config {
         allow_cross_namespace_refs: true,
-        ..Default::default()
+        ..operator_cfg()
     };
     let r = run_rel(&cfg, rel, &Canned::default());
     assert_eq!(r.outcome, Outcome::Applied);
@@ -181,7 +181,7 @@ fn cross_namespace_source_denied() {
 fn unsupported_source_kind_stalls() {
     let mut rel = release();
     rel.spec.source_ref.kind = "HelmRepository".into();
-    let r = run_rel(&Config::default(), rel, &Canned::default());
+    let r = run_rel(&operator_cfg(), rel, &Canned::default());
     assert_stall(
         &r,
         "SourceNotReady",
@@ -196,7 +196,7 @@ fn source_not_found_stalls() {
         source: Err(SourceError::NotFound),
         ..Default::default()
     };
-    let r = run_rel(&Config::default(), release(), &canned);
+    let r = run_rel(&operator_cfg(), release(), &canned);
     assert_stall(
         &r,
         "SourceNotReady",
@@ -213,7 +213,7 @@ fn source_not_ready_or_without_artifact_is_soft_blocked() {
         }),
         ..Default::default()
     };
-    let r = run_rel(&Config::default(), release(), &canned);
+    let r = run_rel(&operator_cfg(), release(), &canned);
     assert_soft(
         &r,
         "SourceNotReady",
@@ -225,7 +225,7 @@ fn source_not_ready_or_without_artifact_is_soft_blocked() {
         source: Err(SourceError::NoArtifact),
         ..Default::default()
     };
-    let r = run_rel(&Config::default(), release(), &canned);
+    let r = run_rel(&operator_cfg(), release(), &canned);
     assert_soft(
         &r,
         "SourceNotReady",
@@ -245,7 +245,7 @@ fn source_read_failure_is_transient() {
         }),
         ..Default::default()
     };
-    let r = run_rel(&Config::default(), release(), &canned);
+    let r = run_rel(&operator_cfg(), release(), &canned);
     assert_transient(
         &r,
         "SourceNotReady",
@@ -291,7 +291,7 @@ fn artifact_download_failures_are_transient() {
             fetch: Some(Err(err)),
             ..Default::default()
         };
-        let r = run_rel(&Config::default(), release(), &canned);
+        let r = run_rel(&operator_cfg(), release(), &canned);
         assert_transient(&r, "FetchFailed", "Fetch", msg, 1);
         assert_eq!(r.status.last_attempted_source_digest, ARTIFACT_DIGEST);
         assert_eq!(
@@ -310,7 +310,7 @@ fn invalid_artifact_stalls() {
         })),
         ..Default::default()
     };
-    let r = run_rel(&Config::default(), release(), &canned);
+    let r = run_rel(&operator_cfg(), release(), &canned);
     assert_stall(
         &r,
         "InvalidArtifact",
@@ -323,7 +323,7 @@ fn invalid_artifact_stalls() {
         })),
         ..Default::default()
     };
-    let r = run_rel(&Config::default(), release(), &canned);
+    let r = run_rel(&operator_cfg(), release(), &canned);
     assert_stall(
         &r,
         "InvalidArtifact",
@@ -335,7 +335,7 @@ fn invalid_artifact_stalls() {
     if let Ok(a) = canned.source.as_mut() {
         a.digest = "sha512:abcd".into();
     }
-    let r = run_rel(&Config::default(), release(), &canned);
+    let r = run_rel(&operator_cfg(), release(), &canned);
     assert_stall(
         &r,
         "InvalidArtifact",
@@ -353,7 +353,7 @@ fn path_not_found_stalls() {
         }),
         ..Default::default()
     };
-    let r = run_rel(&Config::default(), release(), &canned);
+    let r = run_rel(&operator_cfg(), release(), &canned);
     assert_stall(
         &r,
         "PathNotFound",
@@ -370,7 +370,7 @@ fn release_file_not_found_stalls() {
         }),
         ..Default::default()
     };
-    let r = run_rel(&Config::default(), release(), &canned);
+    let r = run_rel(&operator_cfg(), release(), &canned);
     assert_stall(&r, "ReleaseFileNotFound", "Load", "no release.cue in ./app");
 }
 
@@ -382,7 +382,7 @@ fn unsupported_kind_stalls() {
         }),
         ..Default::default()
     };
-    let r = run_rel(&Config::default(), release(), &canned);
+    let r = run_rel(&operator_cfg(), release(), &canned);
     assert_stall(
         &r,
         "UnsupportedKind",
@@ -397,7 +397,7 @@ fn unsupported_kind_stalls() {
         }),
         ..Default::default()
     };
-    let r = run_rel(&Config::default(), release(), &canned);
+    let r = run_rel(&operator_cfg(), release(), &canned);
     assert_stall(
         &r,
         "UnsupportedKind",
@@ -415,7 +415,7 @@ fn resolution_failure_stalls_and_marks_module_unresolved() {
         }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), module_release(), &canned);
+    let r = run_mr(&operator_cfg(), module_release(), &canned);
     assert_stall(&r, "ResolutionFailed", "Render", msg);
     assert_eq!(
         r.cond3("ModuleResolved"),
@@ -424,7 +424,7 @@ fn resolution_failure_stalls_and_marks_module_unresolved() {
     // A major-version mismatch is caught before `cue` runs.
     let mut mr = module_release();
     mr.spec.module.version = "v1.0.0".into();
-    let r = run_mr(&Config::default(), mr, &Canned::default());
+    let r = run_mr(&operator_cfg(), mr, &Canned::default());
     assert_stall(
         &r,
         "ResolutionFailed",
@@ -443,7 +443,7 @@ fn evaluation_errors_and_malformed_objects_stall_as_render_failed() {
         }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), module_release(), &canned);
+    let r = run_mr(&operator_cfg(), module_release(), &canned);
     assert_stall(&r, "RenderFailed", "Render", msg);
 
     let bad = exported(
@@ -456,7 +456,7 @@ fn evaluation_errors_and_malformed_objects_stall_as_render_failed() {
         }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), module_release(), &canned);
+    let r = run_mr(&operator_cfg(), module_release(), &canned);
     assert_stall(
         &r,
         "RenderFailed",
@@ -475,7 +475,7 @@ fn evaluation_errors_and_malformed_objects_stall_as_render_failed() {
         }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), module_release(), &canned);
+    let r = run_mr(&operator_cfg(), module_release(), &canned);
     assert_stall(
         &r,
         "RenderFailed",
@@ -499,7 +499,7 @@ fn registry_unreachable_or_cue_timeout_is_transient() {
             render: Err(err),
             ..Default::default()
         };
-        let r = run_mr(&Config::default(), module_release(), &canned);
+        let r = run_mr(&operator_cfg(), module_release(), &canned);
         assert_transient(&r, "RenderFailed", "Render", &msg, 1);
         assert_eq!(r.status.history[0].phase, "render");
     }

@@ -17,7 +17,7 @@ fn suspend_marks_ready_false_once_and_keeps_the_rest() {
     let (mut mr, first) = applied_module_release(&Canned::default());
     mr.spec.common.suspend = true;
     mr.metadata.generation = Some(2);
-    let r = run_mr(&Config::default(), mr.clone(), &Canned::default());
+    let r = run_mr(&operator_cfg(), mr.clone(), &Canned::default());
     assert_eq!(
         (r.outcome, r.reason.as_str(), r.requeue),
         (Outcome::NoOp, "Suspended", None)
@@ -46,7 +46,7 @@ fn suspend_marks_ready_false_once_and_keeps_the_rest() {
     );
     // Still suspended: no event, no write.
     mr.status = Some(r.status.clone());
-    let again = run_mr(&Config::default(), mr.clone(), &Canned::default());
+    let again = run_mr(&operator_cfg(), mr.clone(), &Canned::default());
     assert!(again.events().is_empty());
     assert!(again.written.is_none());
     assert_eq!(
@@ -56,7 +56,7 @@ fn suspend_marks_ready_false_once_and_keeps_the_rest() {
     // Resume: event, then a normal attempt.
     mr.spec.common.suspend = false;
     mr.status = Some(r.status);
-    let resumed = run_mr(&Config::default(), mr, &Canned::default());
+    let resumed = run_mr(&operator_cfg(), mr, &Canned::default());
     assert_eq!(resumed.events()[0].reason, "Resumed");
     assert_eq!(resumed.events()[0].note, "Reconciliation resumed");
     assert_eq!(
@@ -84,7 +84,7 @@ fn suspend_removes_stalled_and_reconciling() {
         ..Default::default()
     });
     mr.spec.common.suspend = true;
-    let r = run_mr(&Config::default(), mr, &Canned::default());
+    let r = run_mr(&operator_cfg(), mr, &Canned::default());
     assert_eq!(r.cond_types(), vec!["Ready"]);
 }
 
@@ -128,7 +128,7 @@ fn ready_dependencies_let_the_attempt_proceed() {
     };
     let cfg = Config {
         allow_cross_namespace_refs: true,
-        ..Default::default()
+        ..operator_cfg()
     };
     let r = run_mr(&cfg, mr, &canned);
     assert_eq!(r.outcome, Outcome::Applied);
@@ -145,7 +145,7 @@ fn ready_dependencies_let_the_attempt_proceed() {
 fn service_account_identity_is_used_for_apply_drift_and_prune() {
     let (mut mr, _) = applied_module_release(&Canned::default());
     mr.spec.common.service_account_name = Some("deployer".into());
-    let r = run_mr(&Config::default(), mr, &Canned::default());
+    let r = run_mr(&operator_cfg(), mr, &Canned::default());
     assert_eq!(r.outcome, Outcome::NoOp);
     match r.find(EffectKind::CheckServiceAccount) {
         Some(Effect::CheckServiceAccount { namespace, name }) => {
@@ -159,15 +159,8 @@ fn service_account_identity_is_used_for_apply_drift_and_prune() {
             field_manager,
             objects,
         }) => {
+            // The user alone: the API server adds the ServiceAccount's groups (SPEC §15).
             assert_eq!(i.user, "system:serviceaccount:demo:deployer");
-            assert_eq!(
-                i.groups,
-                vec![
-                    "system:serviceaccounts",
-                    "system:serviceaccounts:demo",
-                    "system:authenticated"
-                ]
-            );
             assert_eq!(field_manager, "opm-controller");
             assert_eq!(objects.len(), 3);
         }
@@ -189,7 +182,7 @@ fn default_service_account_applies_when_spec_has_none() {
         other => panic!("{other:?}"),
     }
     // Without either, no check and the operator's own identity.
-    let r = run_mr(&Config::default(), module_release(), &Canned::default());
+    let r = run_mr(&operator_cfg(), module_release(), &Canned::default());
     assert!(r.find(EffectKind::CheckServiceAccount).is_none());
     assert!(matches!(
         r.find(EffectKind::Apply),
@@ -203,7 +196,7 @@ fn apply_request_carries_stages_manager_and_force() {
     mr.spec.common.rollout = Some(Rollout {
         force_conflicts: true,
     });
-    let r = run_mr(&Config::default(), mr, &Canned::default());
+    let r = run_mr(&operator_cfg(), mr, &Canned::default());
     match r.find(EffectKind::Apply) {
         Some(Effect::Apply {
             stages,
@@ -244,7 +237,7 @@ fn observed() -> Input {
 
 #[test]
 fn wrong_inputs_are_refused_without_changing_anything() {
-    let (mut a, batch) = Attempt::start(&Config::default(), observed());
+    let (mut a, batch) = Attempt::start(&operator_cfg(), observed());
     assert!(matches!(batch.last(), Some(Effect::Render { .. })));
     let before = format!("{a:?}");
     let wrong = Input::new(t0(), InputKind::StatusPatched { result: Ok(()) });
@@ -270,7 +263,7 @@ fn a_finished_attempt_refuses_input_and_start_needs_observed() {
         name: "x".into(),
     };
     let (mut a, _) = Attempt::start(
-        &Config::default(),
+        &operator_cfg(),
         Input::new(t0(), InputKind::Observed { key, object: None }),
     );
     assert_eq!(
@@ -281,7 +274,7 @@ fn a_finished_attempt_refuses_input_and_start_needs_observed() {
         Err(InputError::Finished)
     );
     let (b, batch) = Attempt::start(
-        &Config::default(),
+        &operator_cfg(),
         Input::new(t0(), InputKind::FinalizerAdded { result: Ok(()) }),
     );
     assert!(b.is_finished());
@@ -292,7 +285,7 @@ fn a_finished_attempt_refuses_input_and_start_needs_observed() {
 
 #[test]
 fn time_going_backwards_is_clamped() {
-    let (mut a, _) = Attempt::start(&Config::default(), observed());
+    let (mut a, _) = Attempt::start(&operator_cfg(), observed());
     let past = t0().checked_sub(secs(3600)).unwrap();
     let batch = a
         .step(Input::new(
@@ -310,8 +303,8 @@ fn time_going_backwards_is_clamped() {
 
 #[test]
 fn same_inputs_give_byte_identical_traces() {
-    let a = run_mr(&Config::default(), module_release(), &Canned::default());
-    let b = run_mr(&Config::default(), module_release(), &Canned::default());
+    let a = run_mr(&operator_cfg(), module_release(), &Canned::default());
+    let b = run_mr(&operator_cfg(), module_release(), &Canned::default());
     assert_eq!(a.trace, b.trace);
     assert!(a.trace[0].contains("\"coreVersion\""));
     assert!(
@@ -323,7 +316,7 @@ fn same_inputs_give_byte_identical_traces() {
 
 #[test]
 fn replay_names_the_first_divergence() {
-    let r = run_mr(&Config::default(), module_release(), &Canned::default());
+    let r = run_mr(&operator_cfg(), module_release(), &Canned::default());
     let mut lines = r.trace.clone();
     let idx = lines
         .iter()
@@ -345,14 +338,14 @@ fn remaining_time_shrinks_to_zero_at_the_deadline() {
     let mut mr = module_release();
     mr.spec.common.timeout = Some("1m".into());
     let (a, _) = Attempt::start(
-        &Config::default(),
+        &operator_cfg(),
         Input::observed(t0(), ReleaseObject::ModuleRelease(mr)),
     );
     assert_eq!(a.remaining(t0()), secs(60));
     assert_eq!(a.remaining(t0().checked_add(secs(45)).unwrap()), secs(15));
     assert_eq!(a.remaining(t0().checked_add(secs(90)).unwrap()), secs(0));
     let (g, batch) = Attempt::start(
-        &Config::default(),
+        &operator_cfg(),
         Input::gone(
             t0(),
             ReleaseKey {
@@ -376,7 +369,7 @@ fn timeout_during_deletion_keeps_the_finalizer() {
         slow: Some((EffectKind::InspectStale, secs(30))),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_eq!(
         (r.outcome, r.reason.as_str(), r.requeue),
         (Outcome::FailedTransient, "ReconcileTimeout", Some(secs(5)))
@@ -410,11 +403,11 @@ fn persistent_warn_drift_is_quiet_and_writes_nothing() {
         },
         ..Default::default()
     };
-    let first = run_mr(&Config::default(), mr.clone(), &canned);
+    let first = run_mr(&operator_cfg(), mr.clone(), &canned);
     assert!(first.written.is_some());
     let mut again = mr;
     again.status = Some(first.status);
-    let second = run_mr(&Config::default(), again, &canned);
+    let second = run_mr(&operator_cfg(), again, &canned);
     assert_eq!(second.outcome, Outcome::NoOp);
     assert!(second.written.is_none());
     assert_eq!(
@@ -436,11 +429,11 @@ fn transient_failures_keep_reconciling_ltt_and_warn_once() {
         }),
         ..Default::default()
     };
-    let first = run_mr(&Config::default(), module_release(), &canned);
+    let first = run_mr(&operator_cfg(), module_release(), &canned);
     let mut mr = module_release();
     mr.status = Some(first.status.clone());
     let second = run(
-        &Config::default(),
+        &operator_cfg(),
         ReleaseObject::ModuleRelease(mr),
         &canned,
         t0().checked_add(secs(5)).unwrap(),
@@ -458,7 +451,7 @@ fn transient_failures_keep_reconciling_ltt_and_warn_once() {
 #[test]
 #[ignore = "prints a sample trace for reading"]
 fn print_sample_trace() {
-    let r = run_rel(&Config::default(), release(), &Canned::default());
+    let r = run_rel(&operator_cfg(), release(), &Canned::default());
     for l in &r.trace {
         println!("{l}");
     }
@@ -483,7 +476,7 @@ fn trace_json_uses_camel_case_keys() {
     mr.spec.common.service_account_name = Some("deployer".into());
     mr.spec.common.prune = true;
     let runs = [
-        run_rel(&Config::default(), release(), &Canned::default()),
+        run_rel(&operator_cfg(), release(), &Canned::default()),
         run_mr(
             &Config {
                 default_service_account: Some("x".into()),

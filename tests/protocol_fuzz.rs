@@ -15,6 +15,11 @@ use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use serde_json::json;
 
+/// The operator identity allowed everywhere: these scenarios are about something else.
+fn operator_cfg() -> Config {
+    Config::default().with_operator_identity(opm_core::AllowOperatorIdentity::Cluster)
+}
+
 fn api_error(c: u8) -> ApiError {
     let message = format!("m{c}");
     match c % 8 {
@@ -245,7 +250,7 @@ fn object(case: &Case, now: Timestamp) -> ModuleRelease {
 
 fn drive(case: &Case) -> (Vec<String>, Outcome, Option<Duration>, usize) {
     let t0: Timestamp = "2026-03-01T10:00:00Z".parse().unwrap();
-    let cfg = Config::default();
+    let cfg = operator_cfg();
     let obj = ReleaseObject::ModuleRelease(object(case, t0));
     let key = obj.key();
     let mut rec = Recorder::new(&TraceHeader::new(&cfg, key.clone()));

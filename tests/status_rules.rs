@@ -3,10 +3,10 @@
 
 mod support;
 
+use opm_core::Outcome;
 use opm_core::api::{ModuleRelease, ReleaseStatus};
 use opm_core::effect::{Effect, EffectKind, EventType};
 use opm_core::input::RenderError;
-use opm_core::{Config, Outcome};
 use serde_json::json;
 use support::*;
 
@@ -36,10 +36,10 @@ fn unreachable_registry() -> Canned {
 #[test]
 fn repeated_stall_keeps_ltt_and_does_not_repeat_the_warning() {
     let canned = eval_error("bad values");
-    let first = run_mr(&Config::default(), module_release(), &canned);
+    let first = run_mr(&operator_cfg(), module_release(), &canned);
     let later = t0().checked_add(secs(1800)).unwrap();
     let second = run(
-        &Config::default(),
+        &operator_cfg(),
         opm_core::ReleaseObject::ModuleRelease(with_status(module_release(), &first.status)),
         &canned,
         later,
@@ -61,7 +61,7 @@ fn repeated_stall_keeps_ltt_and_does_not_repeat_the_warning() {
     assert_eq!(seqs, vec![2, 1]);
     // A different message is a real transition: new LTT and a new Warning.
     let third = run(
-        &Config::default(),
+        &operator_cfg(),
         opm_core::ReleaseObject::ModuleRelease(with_status(module_release(), &second.status)),
         &eval_error("other problem"),
         later.checked_add(secs(60)).unwrap(),
@@ -81,7 +81,7 @@ fn transient_backoff_grows_per_consecutive_failure_then_resets() {
     let mut at = t0();
     for _ in 0..8 {
         let r = run(
-            &Config::default(),
+            &operator_cfg(),
             opm_core::ReleaseObject::ModuleRelease(with_status(module_release(), &status)),
             &canned,
             at,
@@ -95,7 +95,7 @@ fn transient_backoff_grows_per_consecutive_failure_then_resets() {
     assert_eq!(status.history.len(), 8);
     // Success resets the counter and clears nextRetryAt.
     let ok = run(
-        &Config::default(),
+        &operator_cfg(),
         opm_core::ReleaseObject::ModuleRelease(with_status(module_release(), &status)),
         &Canned::default(),
         at,
@@ -113,7 +113,7 @@ fn history_is_capped_at_ten_newest_first() {
     for i in 0..12 {
         let at = t0().checked_add(secs(3600 * i)).unwrap();
         status = run(
-            &Config::default(),
+            &operator_cfg(),
             opm_core::ReleaseObject::ModuleRelease(with_status(module_release(), &status)),
             &canned,
             at,
@@ -129,7 +129,7 @@ fn conditions_are_ordered_and_carry_the_generation() {
     let mut mr = module_release();
     mr.metadata.generation = Some(7);
     let r = run_mr(
-        &Config::default(),
+        &operator_cfg(),
         mr.clone(),
         &Canned {
             render: Err(RenderError::Resolution {
@@ -146,14 +146,14 @@ fn conditions_are_ordered_and_carry_the_generation() {
             .all(|c| c.observed_generation == 7)
     );
     assert_eq!(r.status.observed_generation, 7);
-    let r = run_mr(&Config::default(), mr, &unreachable_registry());
+    let r = run_mr(&operator_cfg(), mr, &unreachable_registry());
     assert_eq!(r.cond_types(), vec!["Reconciling", "Ready"]);
 }
 
 #[test]
 fn messages_are_truncated_in_conditions_and_history() {
     let long = "x".repeat(40 * 1024);
-    let r = run_mr(&Config::default(), module_release(), &eval_error(&long));
+    let r = run_mr(&operator_cfg(), module_release(), &eval_error(&long));
     assert_eq!(r.cond("Ready").unwrap().message.len(), 32 * 1024);
     assert_eq!(r.status.history[0].message.len(), 1024);
     assert_eq!(r.events()[0].note.len(), 1024);
@@ -165,7 +165,7 @@ fn digests_known_so_far_are_recorded_on_failure() {
         fetch: Some(Err(opm_core::FetchError::Timeout)),
         ..Default::default()
     };
-    let r = run_rel(&Config::default(), release(), &canned);
+    let r = run_rel(&operator_cfg(), release(), &canned);
     let s = &r.status;
     assert_eq!(
         s.last_attempted_config_digest,
@@ -191,7 +191,7 @@ fn noop_commit_touches_only_its_fields() {
     s.failure_counters.drift = 2;
     s.failure_counters.apply = 4;
     s.next_retry_at = Some(time(t0()));
-    let r = run_mr(&Config::default(), mr, &Canned::default());
+    let r = run_mr(&operator_cfg(), mr, &Canned::default());
     assert_eq!(r.outcome, Outcome::NoOp);
     match r.find(EffectKind::PatchStatus) {
         Some(Effect::PatchStatus { patch, .. }) => {
@@ -214,7 +214,7 @@ fn status_patch_failure_is_transient() {
         }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), module_release(), &canned);
+    let r = run_mr(&operator_cfg(), module_release(), &canned);
     assert_eq!(
         (r.outcome, r.reason.as_str(), r.requeue),
         (Outcome::FailedTransient, "StatusPatchFailed", Some(secs(5)))
@@ -232,7 +232,7 @@ fn on_demand_request_is_recorded_even_on_noop() {
         )]
         .into(),
     );
-    let r = run_mr(&Config::default(), mr.clone(), &Canned::default());
+    let r = run_mr(&operator_cfg(), mr.clone(), &Canned::default());
     assert_eq!(r.outcome, Outcome::NoOp);
     match r.find(EffectKind::PatchStatus) {
         Some(Effect::PatchStatus { patch, .. }) => {
@@ -245,7 +245,7 @@ fn on_demand_request_is_recorded_even_on_noop() {
     }
     // Handled once: the next attempt with the same token writes nothing.
     mr.status = Some(r.status);
-    let again = run_mr(&Config::default(), mr.clone(), &Canned::default());
+    let again = run_mr(&operator_cfg(), mr.clone(), &Canned::default());
     assert!(again.written.is_none());
     // It does not bypass suspend.
     let mut suspended = mr;
@@ -257,14 +257,14 @@ fn on_demand_request_is_recorded_even_on_noop() {
         )]
         .into(),
     );
-    let r = run_mr(&Config::default(), suspended, &Canned::default());
+    let r = run_mr(&operator_cfg(), suspended, &Canned::default());
     assert_eq!(r.reason, "Suspended");
     assert_eq!(r.status.last_handled_reconcile_at, "2026-03-01T10:05:00Z");
 }
 
 #[test]
 fn release_records_its_source() {
-    let r = run_rel(&Config::default(), release(), &Canned::default());
+    let r = run_rel(&operator_cfg(), release(), &Canned::default());
     assert_eq!(r.outcome, Outcome::Applied);
     let src = r.status.source.as_ref().unwrap();
     assert_eq!(src.ref_, "OCIRepository/demo/repo");
@@ -310,12 +310,12 @@ fn interval_sets_the_success_requeue() {
     let mut mr = module_release();
     mr.spec.common.interval = Some("1m30s".into());
     assert_eq!(
-        run_mr(&Config::default(), mr.clone(), &Canned::default()).requeue,
+        run_mr(&operator_cfg(), mr.clone(), &Canned::default()).requeue,
         Some(secs(90))
     );
     mr.spec.common.interval = Some("2s".into());
     assert_eq!(
-        run_mr(&Config::default(), mr, &Canned::default()).requeue,
+        run_mr(&operator_cfg(), mr, &Canned::default()).requeue,
         Some(secs(10)),
         "minimum 10s"
     );

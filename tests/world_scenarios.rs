@@ -10,6 +10,11 @@ use opm_core::world::{
 use opm_core::{Config, Effect, EffectKind, Outcome, ReleaseKey};
 use serde_json::json;
 
+/// The operator identity allowed everywhere: these scenarios are about something else.
+fn operator_cfg() -> Config {
+    Config::default().with_operator_identity(opm_core::AllowOperatorIdentity::Cluster)
+}
+
 const MODULE: &str = "example.com/modules/web@v0";
 
 fn t0() -> Timestamp {
@@ -21,7 +26,7 @@ fn at(secs: u64) -> Timestamp {
 }
 
 fn module_world() -> (World, ReleaseKey) {
-    let mut w = World::new(Config::default(), t0(), 1);
+    let mut w = World::new(operator_cfg(), t0(), 1);
     w.add_module(MODULE, "v0.2.1", ModuleDef::web());
     let key = w
         .create_release(fixtures::module_release("demo", "app", MODULE, "v0.2.1"))
@@ -42,7 +47,7 @@ fn components(n: usize) -> serde_json::Value {
 }
 
 fn release_world(prune: bool) -> (World, ReleaseKey, SourceId) {
-    let mut w = World::new(Config::default(), t0(), 2);
+    let mut w = World::new(operator_cfg(), t0(), 2);
     w.namespace("demo");
     let src = SourceId::new("OCIRepository", "demo", "repo");
     w.publish(
@@ -267,7 +272,7 @@ fn deletion_with_missing_service_account_waits_for_orphan_annotation() {
 
 #[test]
 fn dependency_becoming_ready_triggers_dependent_at_once() {
-    let mut w = World::new(Config::default(), t0(), 3);
+    let mut w = World::new(operator_cfg(), t0(), 3);
     w.add_module(MODULE, "v0.2.1", ModuleDef::web());
     let db = w
         .add_external_release(fixtures::module_release("demo", "db", MODULE, "v0.2.1"))

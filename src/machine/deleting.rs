@@ -16,8 +16,10 @@ impl Attempt {
             self.ctx.common.prune,
             count,
             self.ctx.service_account.as_deref(),
+            self.cfg.allow_operator_identity,
         ) {
             Plan::RemoveFinalizer => self.remove_finalizer(),
+            Plan::ServiceAccountMissing => self.deletion_sa_missing(),
             Plan::CheckServiceAccount(sa) => {
                 self.phase = Phase::CheckingServiceAccount;
                 self.out.push(Effect::CheckServiceAccount {
@@ -37,25 +39,33 @@ impl Attempt {
     pub(super) fn on_deletion_service_account(&mut self, result: Result<bool, ApiError>) {
         let sa = self.ctx.service_account.clone().unwrap_or_default();
         let ns = self.ctx.key.namespace.clone();
-        let count = self.ctx.persisted_entries().len();
         match result {
             Ok(true) => self.prune_everything(),
-            Ok(false) if deletion::orphan_requested(self.ctx.orphan_annotation.as_deref()) => {
-                let note = deletion::orphaned_message(count, &sa);
-                self.event(EventType::Warning, reasons::ORPHANED_ON_DELETION, &note);
-                let mut s = self.ctx.persisted.clone();
-                s.inventory = None;
-                self.commit(s, After::RemoveFinalizer);
-            }
-            Ok(false) => self.fail(Failure::stalled(
-                reasons::DELETION_SA_MISSING,
-                deletion::sa_missing_message(&ns, &sa, count),
-            )),
+            Ok(false) => self.deletion_sa_missing(),
             Err(e) => self.fail(Failure::transient(
                 reasons::IMPERSONATION_FAILED,
                 format!("reading ServiceAccount {ns}/{sa} failed: {e}"),
             )),
         }
+    }
+
+    /// SPEC §12 step 2: the ServiceAccount is missing, or there is none and the operator
+    /// may not use its own identity.
+    fn deletion_sa_missing(&mut self) {
+        let sa = self.ctx.service_account.clone();
+        let ns = self.ctx.key.namespace.clone();
+        let count = self.ctx.persisted_entries().len();
+        if deletion::orphan_requested(self.ctx.orphan_annotation.as_deref()) {
+            let note = deletion::orphaned_message(count, sa.as_deref());
+            self.event(EventType::Warning, reasons::ORPHANED_ON_DELETION, &note);
+            let mut s = self.ctx.persisted.clone();
+            s.inventory = None;
+            return self.commit(s, After::RemoveFinalizer);
+        }
+        self.fail(Failure::stalled(
+            reasons::DELETION_SA_MISSING,
+            deletion::sa_missing_message(&ns, sa.as_deref(), count),
+        ));
     }
 
     /// Everything owned is gone: say so and let the object go.

@@ -261,7 +261,14 @@ impl Attempt {
                     name: sa,
                 });
             }
-            None => self.drift_step(),
+            None => match impersonation::check_operator_identity(
+                self.cfg.allow_operator_identity,
+                &self.ctx.key.namespace,
+                &self.ctx.desired,
+            ) {
+                Ok(()) => self.drift_step(),
+                Err(f) => self.fail(f),
+            },
         }
     }
 
@@ -419,7 +426,19 @@ impl Attempt {
             "prune"
         };
         self.ctx.prune_ran = true;
-        let (protected, targets) = prune::plan(entries);
+        // As the confined operator (SPEC §15), objects outside the namespace are left alone.
+        let confined = self.ctx.identity.is_none()
+            && impersonation::confined(self.cfg.allow_operator_identity);
+        let (entries, outside) = if confined {
+            impersonation::split_prunable(&self.ctx.key.namespace, entries)
+        } else {
+            (entries.to_vec(), Vec::new())
+        };
+        if !outside.is_empty() {
+            let note = impersonation::prune_skipped_message(&self.ctx.key.namespace, &outside);
+            self.event(EventType::Warning, reasons::PRUNE_SKIPPED, &note);
+        }
+        let (protected, targets) = prune::plan(&entries);
         if !protected.is_empty() {
             let names: Vec<String> = protected.iter().map(|p| p.display()).collect();
             let note = format!(

@@ -163,7 +163,6 @@ mod tests {
             namespace: ns.into(),
             service_account: sa.into(),
             user: format!("system:serviceaccount:{ns}:{sa}"),
-            groups: vec![],
         }
     }
 

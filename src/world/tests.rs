@@ -15,7 +15,11 @@ fn t(s: i64) -> Timestamp {
 }
 
 fn world() -> (World, ReleaseKey) {
-    let mut w = World::new(Config::default(), t(0), 9);
+    let mut w = World::new(
+        Config::default().with_operator_identity(crate::config::AllowOperatorIdentity::Cluster),
+        t(0),
+        9,
+    );
     w.add_module("example.com/modules/web@v0", "v0.2.1", ModuleDef::web());
     let key = w
         .create_release(fixtures::module_release(

@@ -422,7 +422,7 @@ pub fn run_rel(cfg: &Config, rel: Release, canned: &Canned) -> Run {
 
 /// A module release that already succeeded once: status from a first happy run.
 pub fn applied_module_release(canned: &Canned) -> (ModuleRelease, Run) {
-    let first = run_mr(&Config::default(), module_release(), canned);
+    let first = run_mr(&operator_cfg(), module_release(), canned);
     assert_eq!(first.outcome, Outcome::Applied);
     let mut mr = module_release();
     mr.status = Some(first.status.clone());
@@ -532,4 +532,10 @@ pub fn assert_soft(r: &Run, reason: &str, action: &str, message: &str, before: &
             duration: r.finished_at.duration_since(t0()).try_into().unwrap()
         }]
     );
+}
+
+/// The operator identity allowed everywhere (`--allow-operator-identity=cluster`), for
+/// scenarios about something other than tenancy (SPEC §15: tests/tenancy_rules.rs).
+pub fn operator_cfg() -> Config {
+    Config::default().with_operator_identity(opm_core::AllowOperatorIdentity::Cluster)
 }

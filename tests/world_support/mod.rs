@@ -176,7 +176,7 @@ pub fn base_releases(s: &Setup) -> Vec<opm_core::ReleaseObject> {
 /// Sources, modules, the `deployer` ServiceAccount, the Ready external release `ext` and
 /// the four [`base_releases`].
 pub fn base_world(s: &Setup) -> World {
-    let mut w = World::new(Config::default(), t0(), s.seed);
+    let mut w = World::new(operator_cfg(), t0(), s.seed);
     w.namespace(NS);
     w.add_module(MODULE, "v0.2.1", ModuleDef::web());
     w.add_module(MODULE, "v0.2.0", web_v020());
@@ -306,4 +306,10 @@ pub fn status_write_failed(log: &AttemptLog) -> bool {
     log.inputs
         .iter()
         .any(|i| matches!(&i.kind, InputKind::StatusPatched { result: Err(_) }))
+}
+
+/// The operator identity allowed everywhere (`--allow-operator-identity=cluster`), for
+/// scenarios about something other than tenancy (SPEC §15: tests/tenancy_rules.rs).
+pub fn operator_cfg() -> Config {
+    Config::default().with_operator_identity(opm_core::AllowOperatorIdentity::Cluster)
 }

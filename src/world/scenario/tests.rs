@@ -7,6 +7,7 @@ fn scenario() -> Scenario {
     serde_json::from_value(json!({
         "duration": "1h",
         "seed": 7,
+        "config": {"allowOperatorIdentity": "on"},
         "modules": [{"path": "example.com/modules/web@v0", "version": "v0.2.1"}],
         "sources": [{"kind": "OCIRepository", "namespace": "demo", "name": "repo",
             "artifact": {"revision": "v1", "paths": {"app": {"Ok": {"kind": "ModuleRelease",
