@@ -189,9 +189,11 @@ impl Clients {
         if let Some(client) = cache.get(&key) {
             return Ok(client.clone());
         }
+        // `Impersonate-User` only (SPEC §15): the API server adds the ServiceAccount's
+        // groups itself, so the operator holds no right to impersonate groups.
         let mut config = self.config.clone();
         config.auth_info.impersonate = Some(id.user.clone());
-        config.auth_info.impersonate_groups = Some(id.groups.clone());
+        config.auth_info.impersonate_groups = None;
         let client = limited_client(config, self.counts.clone(), self.limit).map_err(|e| {
             ApiError::Other {
                 code: 0,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use futures::FutureExt;
+use opm_core::AllowOperatorIdentity;
 
 use crate::artifact_cache::{ArtifactCache, CacheLimits};
 use crate::controller::{self, Settings, Shutdown};
@@ -39,6 +40,19 @@ pub struct RunArgs {
     /// Allow `dependsOn` and `sourceRef` to name other namespaces.
     #[arg(long)]
     pub allow_cross_namespace_refs: bool,
+    /// Releases with no ServiceAccount (no `spec.serviceAccountName`, no
+    /// `--default-service-account`) apply as the operator itself (SPEC §15): `off` (a stall),
+    /// `on` (only namespaced objects in the release's own namespace; the flag alone means
+    /// `on`) or `cluster` (anywhere the operator's RBAC reaches: every release author is
+    /// trusted with the operator's rights).
+    #[arg(
+        long,
+        default_value = "off",
+        num_args = 0..=1,
+        default_missing_value = "on",
+        value_parser = operator_identity_parser()
+    )]
+    pub allow_operator_identity: AllowOperatorIdentity,
     /// Reconcile only releases matching this label selector (sharding).
     #[arg(long)]
     pub watch_label_selector: Option<String>,
@@ -121,6 +135,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// `off`, `on` or `cluster` (shown in `--help` and in the error for any other value).
+fn operator_identity_parser() -> impl clap::builder::TypedValueParser<Value = AllowOperatorIdentity>
+{
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["off", "on", "cluster"]).map(|s: String| {
+        match s.as_str() {
+            "on" => AllowOperatorIdentity::On,
+            "cluster" => AllowOperatorIdentity::Cluster,
+            _ => AllowOperatorIdentity::Off,
+        }
+    })
+}
+
 /// Installs the tracing subscriber (`RUST_LOG`, default `info`).
 pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -177,6 +204,7 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
         default_service_account: args.default_service_account.clone(),
         allow_cross_namespace_refs: args.allow_cross_namespace_refs,
         requeue_dependency: args.requeue_dependency,
+        allow_operator_identity: args.allow_operator_identity,
     };
     let limit = RateLimit {
         qps: args.kube_api_qps,
@@ -239,7 +267,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             }
         });
     }
-    tracing::info!(concurrency = args.concurrency, "opm-operator starting");
+    tracing::info!(
+        concurrency = args.concurrency,
+        allow_operator_identity = %args.allow_operator_identity,
+        "opm-operator starting"
+    );
     let shutdown = signal_shutdown();
     let lease = if args.leader_elect {
         let lease = Arc::new(LeaderLease::new(
@@ -329,5 +361,46 @@ mod tests {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("7").unwrap(), Duration::from_secs(7));
         assert!(parse_duration("5x").is_err());
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn operator_identity(args: &[&str]) -> Result<AllowOperatorIdentity, clap::Error> {
+        use clap::Parser;
+        let argv = std::iter::once("run").chain(args.iter().copied());
+        Cli::try_parse_from(argv).map(|c| c.run.allow_operator_identity)
+    }
+
+    #[test]
+    fn allow_operator_identity_is_off_unless_given_and_bare_means_on() {
+        use AllowOperatorIdentity::{Cluster, Off, On};
+        assert_eq!(operator_identity(&[]).unwrap(), Off);
+        assert_eq!(
+            operator_identity(&["--allow-operator-identity"]).unwrap(),
+            On
+        );
+        assert_eq!(
+            operator_identity(&["--allow-operator-identity", "--leader-elect"]).unwrap(),
+            On
+        );
+        assert_eq!(
+            operator_identity(&["--allow-operator-identity=on"]).unwrap(),
+            On
+        );
+        assert_eq!(
+            operator_identity(&["--allow-operator-identity=cluster"]).unwrap(),
+            Cluster
+        );
+        assert_eq!(
+            operator_identity(&["--allow-operator-identity=off"]).unwrap(),
+            Off
+        );
+        let e = operator_identity(&["--allow-operator-identity=yes"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("cluster"), "{e}");
     }
 }

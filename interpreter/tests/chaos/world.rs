@@ -46,6 +46,9 @@ impl OperatorProc {
             "20".into(),
             "--kube-api-burst".into(),
             "5".into(),
+            // Its releases name no ServiceAccount: they apply as the operator, in their
+            // own namespace (SPEC §15).
+            "--allow-operator-identity".into(),
         ];
         if !extra.iter().any(|a| a == "--cue-binary") {
             args.push("--cue-binary".into());

@@ -32,6 +32,7 @@ async fn start(host: &'static str, ns: &str, kubeconfig: &std::path::Path) -> Re
     let child = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
         .args([
             "run",
+            "--allow-operator-identity",
             "--leader-elect",
             "--leader-elect-lease-duration",
             "4s",

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::events::v1::Event as KEvent;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use opm_core::AllowOperatorIdentity;
 use opm_core::api::{ModuleRelease, Release, ReleaseStatus};
 use opm_operator::controller::{self, Settings};
 use opm_operator::driver::Runtime;
@@ -43,6 +44,9 @@ pub fn default_args(ns: &str) -> RunArgs {
         concurrency: 4,
         default_service_account: None,
         allow_cross_namespace_refs: false,
+        // Suites that test something else run releases without a ServiceAccount as the
+        // operator, confined to their namespace; tenancy tests set `Off` (the default).
+        allow_operator_identity: AllowOperatorIdentity::On,
         watch_label_selector: Some(format!("{TEST_LABEL}={ns}")),
         requeue_dependency: Duration::from_secs(30),
         cue_binary: opm_testenv::tools::cue_bin().expect("cue binary"),

@@ -174,7 +174,7 @@ async fn every_hostile_archive_is_invalid_artifact_and_nothing_lands_outside() {
     .await;
     let log_path = root.join("operator.log");
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_opm-operator"))
-        .args(["run", "--watch-label-selector"])
+        .args(["run", "--allow-operator-identity", "--watch-label-selector"])
         .arg(format!("{TEST_LABEL}={}", ns.name))
         .arg("--cue-binary")
         .arg(opm_testenv::tools::cue_bin().unwrap())

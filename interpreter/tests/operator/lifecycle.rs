@@ -397,7 +397,11 @@ async fn a_removed_object_is_kept_with_prune_false() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespaces_and_foreign_owned_objects_are_never_pruned() {
     let (env, ns) = namespace().await;
-    let op = Operator::start(env, &ns.name, |_| {}).await;
+    // A Namespace is cluster-scoped: only `cluster` lets the operator's identity write it.
+    let op = Operator::start(env, &ns.name, |a| {
+        a.allow_operator_identity = opm_core::AllowOperatorIdentity::Cluster
+    })
+    .await;
     let pkg = Package::start().await;
     let extra_ns = format!("{}-extra", ns.name);
     let first = json!({"c": {
@@ -723,7 +727,11 @@ async fn a_secret_is_applied_but_its_value_never_shows_in_status_events_or_trace
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crd_and_its_custom_resource_apply_in_one_attempt() {
     let (env, ns) = namespace().await;
-    let op = Operator::start(env, &ns.name, |_| {}).await;
+    // A CRD is cluster-scoped: only `cluster` lets the operator's identity write it.
+    let op = Operator::start(env, &ns.name, |a| {
+        a.allow_operator_identity = opm_core::AllowOperatorIdentity::Cluster
+    })
+    .await;
     let pkg = Package::start().await;
     let group = format!("{}.test.opmodel.dev", ns.name);
     let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",

@@ -111,7 +111,12 @@ async fn the_binary_reconciles_and_its_logs_never_hold_a_secret_value() {
     let selector = format!("{TEST_LABEL}={}", ns.name);
     let cue = opm_testenv::tools::cue_bin().unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_opm-operator"))
-        .args(["run", "--watch-label-selector", &selector])
+        .args([
+            "run",
+            "--allow-operator-identity",
+            "--watch-label-selector",
+            &selector,
+        ])
         .arg("--cue-binary")
         .arg(&cue)
         .arg("--cache-dir")

@@ -275,7 +275,8 @@ async fn secret_values_stay_out_of_json_logs_status_and_events() {
     let log_path = dir.path().join("operator.json.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_opm-operator"))
-        .args(["run", "--log-format", "json", "--watch-label-selector"])
+        .args(["run", "--allow-operator-identity"])
+        .args(["--log-format", "json", "--watch-label-selector"])
         .arg(format!("{TEST_LABEL}={}", ns.name))
         .arg("--cue-binary")
         .arg(opm_testenv::tools::cue_bin().unwrap())

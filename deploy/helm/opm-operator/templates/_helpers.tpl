@@ -24,3 +24,14 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
+
+{{/* --allow-operator-identity: off, on or cluster. An unquoted YAML on/off/true/false
+     arrives as a boolean: true means on, false off. Anything else fails the install. */}}
+{{- define "opm-operator.allowOperatorIdentity" -}}
+{{- $v := toString .Values.allowOperatorIdentity -}}
+{{- if or (eq $v "on") (eq $v "true") -}}on
+{{- else if eq $v "cluster" -}}cluster
+{{- else if or (eq $v "off") (eq $v "false") (eq $v "") (eq $v "<nil>") -}}off
+{{- else -}}{{ fail (printf "allowOperatorIdentity must be \"off\", \"on\" or \"cluster\", not %q" $v) }}
+{{- end -}}
+{{- end -}}
