@@ -22,16 +22,17 @@ pub fn service_account_groups(ns: &str) -> Vec<String> {
     ]
 }
 
-/// A copy of `config` that impersonates ServiceAccount `ns/sa` (user and groups), as the
-/// operator does for a release with `spec.serviceAccountName`.
+/// A copy of `config` that impersonates ServiceAccount `ns/sa` by user name alone, as the
+/// operator does for a release with `spec.serviceAccountName` (SPEC §15): the API server
+/// adds [`service_account_groups`] itself, so group bindings still apply.
 pub fn impersonate_service_account(config: &Config, sa: &str, ns: &str) -> Config {
     let mut config = config.clone();
     config.auth_info.impersonate = Some(service_account_user(sa, ns));
-    config.auth_info.impersonate_groups = Some(service_account_groups(ns));
+    config.auth_info.impersonate_groups = None;
     config
 }
 
-/// A client acting as ServiceAccount `ns/sa`.
+/// A client acting as ServiceAccount `ns/sa` (user name only; see [`impersonate_service_account`]).
 pub fn impersonating_client(config: &Config, sa: &str, ns: &str) -> Result<Client> {
     Ok(Client::try_from(impersonate_service_account(
         config, sa, ns,

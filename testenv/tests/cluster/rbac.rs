@@ -126,20 +126,14 @@ async fn group_binding_grants_every_service_account_of_the_namespace() {
 }
 
 #[test]
-fn impersonation_config_names_user_and_groups() {
+fn impersonation_config_names_the_user_only() {
     let config = kube::Config::new("https://127.0.0.1:6443".parse().unwrap());
     let imp = rbac::impersonate_service_account(&config, "sa", "ns1");
     assert_eq!(
         imp.auth_info.impersonate.as_deref(),
         Some("system:serviceaccount:ns1:sa")
     );
-    assert_eq!(
-        imp.auth_info.impersonate_groups.unwrap(),
-        [
-            "system:serviceaccounts",
-            "system:serviceaccounts:ns1",
-            "system:authenticated"
-        ]
-    );
+    // No Impersonate-Group: the API server adds the ServiceAccount's groups (SPEC §15).
+    assert!(imp.auth_info.impersonate_groups.is_none());
     assert!(config.auth_info.impersonate.is_none());
 }
