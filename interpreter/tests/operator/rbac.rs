@@ -1,7 +1,9 @@
 //! The shipped RBAC (`deploy/rbac`, as listed by `deploy/kustomization.yaml`) is sufficient
 //! and not broader than SPEC §22: the real binary, holding only a TokenRequest token of the
-//! shipped ServiceAccount, reconciles the example to Ready (with and without impersonation),
-//! and the API server denies what the operator must never do.
+//! shipped ServiceAccount, reconciles the example to Ready as a release's ServiceAccount,
+//! refuses a release without one, and the API server denies what the operator must never
+//! do. The opt-in component `deploy/components/operator-identity` (broad apply role and
+//! `--allow-operator-identity`) then lets a release without a ServiceAccount apply.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -31,7 +33,16 @@ fn deploy_dir() -> PathBuf {
 
 /// Every object of the `rbac/` files the kustomization installs, parsed.
 fn shipped_rbac() -> Vec<(String, Value)> {
-    let dir = deploy_dir();
+    listed_rbac(&deploy_dir(), "rbac/")
+}
+
+/// The objects of the opt-in operator-identity component (SPEC §22).
+fn component_rbac() -> Vec<(String, Value)> {
+    listed_rbac(&deploy_dir().join("components/operator-identity"), "apply-")
+}
+
+/// The resources of `dir/kustomization.yaml` starting with `prefix`, parsed.
+fn listed_rbac(dir: &Path, prefix: &str) -> Vec<(String, Value)> {
     let k: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap())
             .unwrap();
@@ -40,7 +51,7 @@ fn shipped_rbac() -> Vec<(String, Value)> {
         .unwrap()
         .iter()
         .filter_map(Value::as_str)
-        .filter(|r| r.starts_with("rbac/"))
+        .filter(|r| r.starts_with(prefix))
         .map(|r| {
             let text = std::fs::read_to_string(dir.join(r)).unwrap();
             (
@@ -173,11 +184,25 @@ async fn eventually_can(
 #[test]
 fn the_shipped_roles_are_not_broader_than_spec_22() {
     let objects = shipped_rbac();
-    let roles: Vec<&(String, Value)> = objects
+    let default_roles = objects
         .iter()
         .filter(|(_, o)| matches!(o["kind"].as_str(), Some("ClusterRole" | "Role")))
+        .count();
+    assert_eq!(
+        default_roles, 2,
+        "core and leader-election roles only by default"
+    );
+    let opt_in = component_rbac();
+    let roles: Vec<&(String, Value)> = objects
+        .iter()
+        .chain(opt_in.iter())
+        .filter(|(_, o)| matches!(o["kind"].as_str(), Some("ClusterRole" | "Role")))
         .collect();
-    assert_eq!(roles.len(), 3, "core, apply and leader-election roles");
+    assert_eq!(
+        roles.len(),
+        3,
+        "core, leader-election and the opt-in apply role"
+    );
     for (file, role) in &roles {
         for rule in rules_of(role) {
             let groups = rule.api_groups.clone().unwrap_or_default();
@@ -199,14 +224,11 @@ fn the_shipped_roles_are_not_broader_than_spec_22() {
             if rule.verbs.iter().any(|v| v == "impersonate") {
                 assert_eq!(rule.verbs, ["impersonate"], "{file}");
                 assert_eq!(groups, [""], "{file}");
-                let allowed: BTreeSet<&str> = ["serviceaccounts", "groups", "users"].into();
+                // SPEC §15: Impersonate-User of a ServiceAccount only; no groups, no users.
+                let allowed: BTreeSet<&str> = ["serviceaccounts"].into();
                 assert!(
                     resources.iter().all(|r| allowed.contains(r.as_str())),
                     "{file}: impersonates {resources:?}"
-                );
-                assert!(
-                    !resources.iter().any(|r| r == "users"),
-                    "no person impersonation"
                 );
                 assert!(rule.resource_names.is_none() || file.contains("clusterrole"));
             }
@@ -237,13 +259,10 @@ fn the_shipped_roles_are_not_broader_than_spec_22() {
 async fn the_binary_reaches_ready_with_only_the_shipped_rbac() {
     let (env, ns) = namespace().await;
     let admin = &ns.client;
-    let objects = shipped_rbac();
-    // Phase 1: everything except the optional apply role (the multi-tenant setup).
-    let (apply, core): (Vec<_>, Vec<_>) = objects
-        .into_iter()
-        .partition(|(f, _)| f.starts_with("rbac/apply-"));
+    // Phase 1: the default install (the multi-tenant setup).
+    let apply = component_rbac();
     assert_eq!(apply.len(), 2);
-    for (_, obj) in core {
+    for (_, obj) in shipped_rbac() {
         create(admin, &ns.name, relocate(obj, &ns.name)).await;
     }
     let token = Api::<ServiceAccount>::namespaced(admin.clone(), &ns.name)
@@ -304,24 +323,34 @@ async fn the_binary_reaches_ready_with_only_the_shipped_rbac() {
 
     let registry = CueRegistry::global().await;
     let log_path = dir.path().join("operator.log");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_opm-operator"))
-        .args(["run", "--leader-elect"])
-        .args([
-            "--watch-label-selector",
-            &format!("{TEST_LABEL}={}", ns.name),
-        ])
-        .args(["--cue-registry", &registry.registry()])
-        .arg("--cue-binary")
-        .arg(opm_testenv::tools::cue_bin().unwrap())
-        .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
-        .env("KUBECONFIG", &kubeconfig)
-        .env("POD_NAMESPACE", &ns.name)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log_path).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let spawn = |extra: &[&str]| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_opm-operator"))
+            .args(["run", "--leader-elect"])
+            .args(extra)
+            .args([
+                "--watch-label-selector",
+                &format!("{TEST_LABEL}={}", ns.name),
+            ])
+            .args(["--cue-registry", &registry.registry()])
+            .arg("--cue-binary")
+            .arg(opm_testenv::tools::cue_bin().unwrap())
+            .arg("--cache-dir")
+            .arg(dir.path().join("cache"))
+            .env("KUBECONFIG", &kubeconfig)
+            .env("POD_NAMESPACE", &ns.name)
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&log_path)
+                    .unwrap(),
+            )
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
+    };
+    let mut child = spawn(&[]);
     let sa = json!({"serviceAccountName": "deployer"});
     create_mr(
         admin,
@@ -336,6 +365,26 @@ async fn the_binary_reaches_ready_with_only_the_shipped_rbac() {
     let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     wait_mr(admin, &ns.name, "web-sa", "web-sa Ready", is_ready_mr).await;
     wait_rel(admin, &ns.name, "r-sa", "r-sa Ready", is_ready_rel).await;
+    // A release without any ServiceAccount stalls before writing anything (SPEC §15).
+    create_mr(
+        admin,
+        &module_release(&ns.name, "web", json!({}), json!({})),
+    )
+    .await;
+    let web = wait_mr(
+        admin,
+        &ns.name,
+        "web",
+        "web stalled ImpersonationFailed",
+        reason_is_mr("ImpersonationFailed"),
+    )
+    .await;
+    assert_eq!(
+        condition(web.status.as_ref().unwrap(), "Ready")
+            .unwrap()
+            .message,
+        opm_core::impersonation::NO_SERVICE_ACCOUNT
+    );
 
     // What the operator must never be able to do (denied by the API server itself).
     let denied = [
@@ -343,6 +392,7 @@ async fn the_binary_reaches_ready_with_only_the_shipped_rbac() {
         ("list", "", "secrets", None),
         ("get", "", "secrets", n),
         ("impersonate", "", "users", None),
+        ("impersonate", "", "groups", None),
         (
             "impersonate",
             "authentication.k8s.io",
@@ -364,6 +414,8 @@ async fn the_binary_reaches_ready_with_only_the_shipped_rbac() {
         ("bind", "rbac.authorization.k8s.io", "clusterroles", None),
         ("delete", "", "namespaces", None),
         ("create", "apps", "deployments", n),
+        ("patch", "apps", "deployments", n),
+        ("patch", "", "configmaps", n),
         ("delete", "releases.opmodel.dev", "modulereleases", n),
         ("patch", "source.toolkit.fluxcd.io", "ocirepositories", n),
         ("create", "coordination.k8s.io", "leases", Some("default")),
@@ -381,21 +433,26 @@ async fn the_binary_reaches_ready_with_only_the_shipped_rbac() {
         );
     }
 
-    // Phase 2: the optional apply role lets a release without a ServiceAccount apply as
-    // the operator; the person/RBAC denials above still hold (checked again below).
+    // Phase 2: the opt-in component: the broad apply role, and the operator restarted with
+    // --allow-operator-identity (the flag its patch adds). The release without a
+    // ServiceAccount now applies as the operator; the person/RBAC denials still hold.
+    let component = std::fs::read_to_string(
+        deploy_dir().join("components/operator-identity/kustomization.yaml"),
+    )
+    .unwrap();
+    assert!(component.contains("--allow-operator-identity=on"));
     for (_, obj) in apply {
         create(admin, &ns.name, relocate(obj, &ns.name)).await;
     }
     eventually_can(&sa_client, "patch", "apps", "deployments", n).await;
-    create_mr(
-        admin,
-        &module_release(&ns.name, "web", json!({}), json!({})),
-    )
-    .await;
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+    let mut child = spawn(&["--allow-operator-identity=on"]);
     let web = wait_mr(admin, &ns.name, "web", "web Ready", is_ready_mr).await;
     assert_eq!(web.status.unwrap().inventory.unwrap().count, 4);
     for (verb, group, resource, at) in [
         ("impersonate", "", "users", None),
+        ("impersonate", "", "groups", None),
         (
             "create",
             "rbac.authorization.k8s.io",
