@@ -272,6 +272,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         allow_operator_identity = %args.allow_operator_identity,
         "opm-operator starting"
     );
+    if args.allow_operator_identity != AllowOperatorIdentity::Off {
+        tracing::warn!(
+            allow_operator_identity = %args.allow_operator_identity,
+            "releases without a ServiceAccount apply as the operator: every release author is \
+             trusted with its rights (single-tenant clusters only, SPEC §15)"
+        );
+    }
     let shutdown = signal_shutdown();
     let lease = if args.leader_elect {
         let lease = Arc::new(LeaderLease::new(
