@@ -15,6 +15,7 @@ pub async fn api_for(
     id: &ResourceId,
 ) -> Result<Api<DynamicObject>, ApiError> {
     let r = resolver.resolve(&id.group, &id.version, &id.kind).await?;
+    same_scope(&r, id)?;
     Ok(api_of(client, &r, id))
 }
 
@@ -27,8 +28,29 @@ pub async fn watched_api_for(
     id: &ResourceId,
 ) -> Result<Api<DynamicObject>, ApiError> {
     let r = resolver.resolve(&id.group, &id.version, &id.kind).await?;
+    same_scope(&r, id)?;
     watch.ensure(id, &r.resource);
     Ok(api_of(client, &r, id))
+}
+
+/// The core decided the object's scope when it built it (a namespace = namespaced; SPEC
+/// §15 confines the operator's identity by it). Should discovery now call a kind with a
+/// namespace cluster-scoped (unknown at render time, or changed since), the request would
+/// write outside that namespace: refuse it, transiently, so the next attempt renders and
+/// decides again.
+fn same_scope(r: &Resolved, id: &ResourceId) -> Result<(), ApiError> {
+    if r.namespaced || id.namespace.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::Other {
+        code: 0,
+        message: format!(
+            "{} was rendered as namespaced, but the API server serves {} cluster-scoped; \
+             the next attempt renders it again",
+            id.display(),
+            id.kind
+        ),
+    })
 }
 
 fn api_of(client: Client, r: &Resolved, id: &ResourceId) -> Api<DynamicObject> {
@@ -42,4 +64,45 @@ fn api_of(client: Client, r: &Resolved, id: &ResourceId) -> Api<DynamicObject> {
 /// Whole object as JSON (for comparisons).
 pub fn to_value(obj: &DynamicObject) -> Value {
     serde_json::to_value(obj).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ApiResource;
+
+    fn resolved(namespaced: bool) -> Resolved {
+        Resolved {
+            resource: ApiResource {
+                group: "example.com".into(),
+                version: "v1".into(),
+                api_version: "example.com/v1".into(),
+                kind: "Widget".into(),
+                plural: "widgets".into(),
+            },
+            namespaced,
+        }
+    }
+
+    fn id(namespace: &str) -> ResourceId {
+        ResourceId {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "Widget".into(),
+            namespace: namespace.into(),
+            name: "w".into(),
+        }
+    }
+
+    #[test]
+    fn a_namespaced_object_is_never_sent_to_a_cluster_scoped_kind() {
+        assert!(same_scope(&resolved(true), &id("demo")).is_ok());
+        assert!(same_scope(&resolved(false), &id("")).is_ok());
+        let e = same_scope(&resolved(false), &id("demo")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("Widget/demo/w was rendered as namespaced"),
+            "{e}"
+        );
+    }
 }
