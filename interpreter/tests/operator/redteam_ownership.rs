@@ -141,7 +141,14 @@ async fn an_unlabelled_object_is_not_adopted_unless_asked() {
         }),
     )
     .await;
-    create(&ns.client, &ns.name, "r", json!({})).await;
+    // forceConflicts takes the fields from their manager: only the owner check stops it.
+    create(
+        &ns.client,
+        &ns.name,
+        "r",
+        json!({"rollout": {"forceConflicts": true}}),
+    )
+    .await;
     let got = wait_rel(&ns.client, &ns.name, "r", "settled", settled).await;
     let after = api.get("coredns").await.unwrap();
     assert!(
@@ -379,7 +386,13 @@ async fn two_releases_rendering_one_object_never_fight() {
     })
     .await;
     let cm = api.get("shared").await.unwrap();
-    assert_eq!(cm.data.unwrap().get("owner").map(String::as_str), Some("a"));
+    assert_eq!(
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get("owner"))
+            .map(String::as_str),
+        Some("a")
+    );
     assert_eq!(release_labels(&cm).get(labels::RELEASE_UUID), Some(&a_uuid));
     assert!(
         api.get_opt("own-b").await.unwrap().is_none(),
@@ -452,8 +465,8 @@ async fn an_object_is_handed_from_one_release_to_another() {
     assert!(
         cm.metadata
             .annotations
-            .unwrap_or_default()
-            .get("releases.opmodel.dev/prune")
+            .as_ref()
+            .and_then(|a| a.get("releases.opmodel.dev/prune"))
             .is_none(),
         "the policy annotation is not applied"
     );
