@@ -532,3 +532,153 @@ fn is_stalled(o: &Release) -> bool {
         .and_then(|s| condition(s, "Stalled"))
         .is_some_and(|c| c.status == "True")
 }
+
+/// `apiserver_request_total` summed by (verb, resource, subresource, dry_run), without
+/// leases and non-resource URLs.
+async fn request_totals(client: &Client) -> BTreeMap<String, f64> {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(req).await.unwrap();
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels_s, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let get = |k: &str| {
+            labels_s
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{k}=\"")))
+                .map(|v| v.trim_end_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        let resource = get("resource");
+        if resource.is_empty() || resource == "leases" {
+            continue;
+        }
+        let key = format!(
+            "{} {}{}{}",
+            get("verb"),
+            resource,
+            match get("subresource").as_str() {
+                "" => String::new(),
+                s => format!("/{s}"),
+            },
+            if get("dry_run").is_empty() {
+                ""
+            } else {
+                " (dry-run)"
+            }
+        );
+        *out.entry(key).or_default() += value.parse::<f64>().unwrap_or(0.0);
+    }
+    out
+}
+
+fn diff(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    b.iter()
+        .filter_map(|(k, v)| {
+            let d = v - a.get(k).copied().unwrap_or(0.0);
+            (d > 0.0).then(|| (k.clone(), d))
+        })
+        .collect()
+}
+
+/// Requests the operator sent: everything but the test's own reads and writes of the
+/// release (`test_patches` annotation patches; the finalizer patch is the operator's).
+fn operators(d: &BTreeMap<String, f64>, test_patches: f64) -> f64 {
+    let total: f64 = d
+        .iter()
+        .filter(|(k, _)| {
+            !(k.starts_with("GET releases")
+                || k.starts_with("LIST releases")
+                || k.starts_with("POST releases"))
+        })
+        .map(|(_, v)| v)
+        .sum();
+    total - test_patches
+}
+
+/// Measurement, not a bound: the API requests of a first apply of 3 new ConfigMaps (the
+/// owner check adds one metadata GET per object the watch does not hold) and of an
+/// unchanged release (no owner check at all). Run alone, the API server's counters are
+/// shared: `cargo test -p opm-operator --test operator request_counts -- --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_counts_of_a_first_apply_and_an_unchanged_release() {
+    let (env, ns) = namespace().await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    let pkg = Package::start().await;
+    let objects = json!({
+        "a": configmap("m-a", json!({})),
+        "b": configmap("m-b", json!({})),
+        "c": configmap("m-c", json!({})),
+    });
+    let art = publish(&pkg, &ns.client, &ns.name, "m", objects).await;
+    let t0 = request_totals(&ns.client).await;
+    // As the operator (no ServiceAccount): the identity whose unchanged checks need no
+    // dry-run once the watch vouches for the objects.
+    create_rel(&ns.client, &release(&ns.name, "m", "m", ".", json!({}))).await;
+    wait_rel(&ns.client, &ns.name, "m", "Ready", ready_on(&art)).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let t1 = request_totals(&ns.client).await;
+    let first = diff(&t0, &t1);
+    println!(
+        "first apply of 3 ConfigMaps: {} operator requests: {first:?}",
+        operators(&first, 0.0)
+    );
+    let rels = Api::<Release>::namespaced(ns.client.clone(), &ns.name);
+    let mut last = None;
+    for i in 0..6 {
+        let before = request_totals(&ns.client).await;
+        let want = format!("m-{i}");
+        rels.patch(
+            "m",
+            &PatchParams::default(),
+            &Patch::Merge(
+                &json!({"metadata": {"annotations": {REQUESTED_AT_ANNOTATION: want.clone()}}}),
+            ),
+        )
+        .await
+        .unwrap();
+        wait_rel(&ns.client, &ns.name, "m", "handled", |o| {
+            o.status
+                .as_ref()
+                .is_some_and(|s| s.last_handled_reconcile_at == want)
+        })
+        .await;
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let d = diff(&before, &request_totals(&ns.client).await);
+        println!(
+            "unchanged reconcile {i}: {} operator requests: {d:?}",
+            operators(&d, 1.0)
+        );
+        last = Some(operators(&d, 1.0));
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert!(last.is_some());
+    // A second release's first apply, with the ConfigMap watch already synced: the fast path
+    // writes without GET or dry-run, the owner check still reads each new object once.
+    let art2 = publish(
+        &pkg,
+        &ns.client,
+        &ns.name,
+        "n",
+        json!({
+            "a": configmap("n-a", json!({})),
+            "b": configmap("n-b", json!({})),
+            "c": configmap("n-c", json!({})),
+        }),
+    )
+    .await;
+    let before = request_totals(&ns.client).await;
+    create_rel(&ns.client, &release(&ns.name, "n", "n", ".", json!({}))).await;
+    wait_rel(&ns.client, &ns.name, "n", "Ready", ready_on(&art2)).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let d = diff(&before, &request_totals(&ns.client).await);
+    println!(
+        "first apply of 3 ConfigMaps, watch synced: {} operator requests: {d:?}",
+        operators(&d, 0.0)
+    );
+    op.stop().await;
+}
