@@ -197,3 +197,88 @@ fn a_conflict_names_the_object_and_its_owner_and_emits_one_warning() {
     );
     assert!(r.find(EffectKind::Apply).is_none());
 }
+
+/// A first run whose ConfigMap is marked `prune: disabled`: the annotation is not applied
+/// and the inventory remembers the policy.
+fn applied_with_policy() -> ReleaseStatus {
+    let canned = Canned {
+        render: Ok(opm_core::input::RenderOutput {
+            value: exported(
+                serde_json::json!({"keep": {"cm": {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "kept", "annotations": {"releases.opmodel.dev/prune": "disabled"}}}}}),
+            ),
+            cluster_scoped: vec![],
+        }),
+        ..Default::default()
+    };
+    let r = run_mr(&Config::default(), module_release(), &canned);
+    assert_eq!(r.outcome, Outcome::Applied);
+    match r.find(EffectKind::Apply) {
+        Some(Effect::Apply { stages, .. }) => {
+            let kept = stages
+                .iter()
+                .flat_map(|s| &s.objects)
+                .find(|o| o.id.name == "kept")
+                .unwrap();
+            assert!(
+                kept.manifest["metadata"].get("annotations").is_none(),
+                "{kept:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let inv = r.status.inventory.clone().unwrap();
+    let e = inv.entries.iter().find(|e| e.name == "kept").unwrap();
+    assert_eq!(e.prune, "disabled");
+    r.status
+}
+
+#[test]
+fn a_prune_disabled_object_leaving_the_render_is_orphaned_even_without_prune() {
+    let mut mr = module_release();
+    mr.status = Some(applied_with_policy());
+    mr.spec.common.prune = false;
+    let uuid = release_uuid(Kind::ModuleRelease, "demo", "web");
+    let canned = Canned {
+        live: BTreeMap::from([(
+            "kept".to_string(),
+            Ok(Some(LiveMeta {
+                uid: "u-kept".into(),
+                labels: ours(&uuid),
+            })),
+        )]),
+        ..Default::default()
+    };
+    let r = run_mr(&Config::default(), mr, &canned);
+    match r.find(EffectKind::Prune) {
+        Some(Effect::Prune { deletions, .. }) => {
+            assert_eq!(deletions.len(), 1);
+            assert_eq!(deletions[0].id.name, "kept");
+            assert!(deletions[0].orphan, "orphaned, not deleted");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(r.outcome, Outcome::AppliedAndPruned);
+    assert!(
+        r.events().iter().all(|e| e.reason != "Pruned"),
+        "nothing was deleted"
+    );
+}
+
+#[test]
+fn deleting_the_release_orphans_its_prune_disabled_objects_and_deletes_the_rest() {
+    let mut mr = module_release();
+    mr.status = Some(applied_with_policy());
+    mr.spec.common.prune = true;
+    mr.metadata.deletion_timestamp = Some(time(t0()));
+    let r = run_mr(&Config::default(), mr, &Canned::default());
+    match r.find(EffectKind::Prune) {
+        Some(Effect::Prune { deletions, .. }) => {
+            assert_eq!(deletions.len(), 4);
+            for d in deletions {
+                assert_eq!(d.orphan, d.id.name == "kept", "{d:?}");
+            }
+        }
+        other => panic!("{other:?}"),
+    }
+}
