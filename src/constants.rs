@@ -6,6 +6,10 @@ pub const FINALIZER: &str = "releases.opmodel.dev/cleanup";
 pub const ORPHAN_ANNOTATION: &str = "opm.dev/force-delete-orphan";
 /// Setting a new value triggers an attempt at once (SPEC §1.4).
 pub const REQUESTED_AT_ANNOTATION: &str = "reconcile.opmodel.dev/requestedAt";
+/// Per-object prune policy on a rendered object (SPEC §28); stripped before applying.
+pub const PRUNE_ANNOTATION: &str = "releases.opmodel.dev/prune";
+/// The value of [`PRUNE_ANNOTATION`] that orphans the object instead of deleting it.
+pub const PRUNE_DISABLED: &str = "disabled";
 /// SSA field manager and event reporter.
 pub const FIELD_MANAGER: &str = "opm-controller";
 /// Flux source API version used when `sourceRef.apiVersion` is empty.
@@ -28,6 +32,14 @@ pub mod labels {
     pub const RELEASE_NAMESPACE: &str = "module-release.opmodel.dev/namespace";
     pub const RELEASE_UUID: &str = "module-release.opmodel.dev/uuid";
     pub const COMPONENT: &str = "component.opmodel.dev/name";
+    /// Every label the operator stamps: removed when an object is orphaned (SPEC §28).
+    pub const STAMPED: [&str; 5] = [
+        MANAGED_BY,
+        RELEASE_NAME,
+        RELEASE_NAMESPACE,
+        RELEASE_UUID,
+        COMPONENT,
+    ];
     /// `managed-by` values that mark an object as ours for pruning (SPEC §9).
     pub const OURS: [&str; 3] = ["opm-controller", "opm-cli", "open-platform-model"];
 }

@@ -128,6 +128,7 @@ pub fn inventory(entries: &[InventoryEntry]) -> String {
             ("name", &e.name),
             ("v", &e.v),
             ("component", &e.component),
+            ("prune", &e.prune),
         ];
         let mut first = true;
         for (k, v) in fields {
@@ -198,6 +199,7 @@ mod tests {
             name: n.into(),
             v: v.into(),
             component: c.into(),
+            prune: String::new(),
         };
         let a = e("apps", "Deployment", "demo", "web", "v1", "web");
         let b = e("", "Service", "demo", "web", "v1", "web");

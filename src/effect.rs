@@ -61,6 +61,13 @@ pub enum Effect {
         force: bool,
         identity: Option<Impersonation>,
     },
+    /// Read each target's labels (from the managed-object watch when it holds the object,
+    /// else one GET as `identity`) before its first write, for the ownership check of
+    /// SPEC §25. Awaited: `OwnersInspected`.
+    InspectOwners {
+        targets: Vec<ResourceId>,
+        identity: Option<Impersonation>,
+    },
     /// GET each target as `identity` and report uid and labels. Awaited: `StaleInspected`.
     InspectStale {
         targets: Vec<ResourceId>,
@@ -104,6 +111,7 @@ pub enum EffectKind {
     CheckServiceAccount,
     CheckDrift,
     Apply,
+    InspectOwners,
     InspectStale,
     Prune,
     PatchStatus,
@@ -124,6 +132,7 @@ impl Effect {
             Effect::CheckServiceAccount { .. } => EffectKind::CheckServiceAccount,
             Effect::CheckDrift { .. } => EffectKind::CheckDrift,
             Effect::Apply { .. } => EffectKind::Apply,
+            Effect::InspectOwners { .. } => EffectKind::InspectOwners,
             Effect::InspectStale { .. } => EffectKind::InspectStale,
             Effect::Prune { .. } => EffectKind::Prune,
             Effect::PatchStatus { .. } => EffectKind::PatchStatus,
@@ -145,6 +154,7 @@ impl Effect {
             Effect::CheckServiceAccount { .. } => "serviceAccountChecked",
             Effect::CheckDrift { .. } => "driftChecked",
             Effect::Apply { .. } => "applied",
+            Effect::InspectOwners { .. } => "ownersInspected",
             Effect::InspectStale { .. } => "staleInspected",
             Effect::Prune { .. } => "pruned",
             Effect::PatchStatus { .. } => "statusPatched",
@@ -221,12 +231,15 @@ pub struct Impersonation {
     pub user: String,
 }
 
-/// One DELETE with a UID precondition.
+/// One DELETE with a UID precondition; with `orphan`, instead of deleting, remove the
+/// release labels (SPEC §6) from the object (its `prune: disabled` policy, SPEC §28).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Deletion {
     pub id: ResourceId,
     pub uid: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub orphan: bool,
 }
 
 /// `Normal` or `Warning`.

@@ -82,6 +82,8 @@ pub enum InputKind {
     DriftChecked { report: DriftReport },
     /// Answer to `Apply`.
     Applied { report: ApplyReport },
+    /// Answer to `InspectOwners`: each target's labels, `Ok(None)` when absent.
+    OwnersInspected { objects: Vec<LiveObject> },
     /// Answer to `InspectStale`.
     StaleInspected { objects: Vec<LiveObject> },
     /// Answer to `Prune`.
@@ -104,6 +106,7 @@ impl InputKind {
             InputKind::ServiceAccountChecked { .. } => "serviceAccountChecked",
             InputKind::DriftChecked { .. } => "driftChecked",
             InputKind::Applied { .. } => "applied",
+            InputKind::OwnersInspected { .. } => "ownersInspected",
             InputKind::StaleInspected { .. } => "staleInspected",
             InputKind::Pruned { .. } => "pruned",
             InputKind::StatusPatched { .. } => "statusPatched",

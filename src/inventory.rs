@@ -58,6 +58,7 @@ mod tests {
             name: name.into(),
             v: v.into(),
             component: component.into(),
+            prune: String::new(),
         }
     }
 

@@ -73,6 +73,7 @@ pub mod inventory;
 pub mod machine;
 pub mod object;
 pub mod outcome;
+pub mod ownership;
 pub mod prune;
 pub mod render_value;
 pub mod source;

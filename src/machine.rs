@@ -50,6 +50,7 @@ enum Phase {
     Rendering,
     CheckingServiceAccount,
     CheckingDrift,
+    InspectingOwners,
     Applying,
     InspectingStale,
     Pruning,
@@ -85,6 +86,7 @@ impl Phase {
             Phase::Rendering => "rendered",
             Phase::CheckingServiceAccount => "serviceAccountChecked",
             Phase::CheckingDrift => "driftChecked",
+            Phase::InspectingOwners => "ownersInspected",
             Phase::Applying => "applied",
             Phase::InspectingStale => "staleInspected",
             Phase::Pruning => "pruned",
@@ -199,6 +201,7 @@ impl Attempt {
                 }
             }
             (Phase::CheckingDrift, I::DriftChecked { report }) => self.on_drift(report),
+            (Phase::InspectingOwners, I::OwnersInspected { objects }) => self.on_owners(objects),
             (Phase::Applying, I::Applied { report }) => self.on_apply(report),
             (Phase::InspectingStale, I::StaleInspected { objects }) => self.on_inspect(objects),
             (Phase::Pruning, I::Pruned { results }) => self.on_prune(results),

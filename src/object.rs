@@ -83,6 +83,7 @@ impl DesiredObject {
             name: self.id.name.clone(),
             v: self.id.version.clone(),
             component: self.component.clone(),
+            prune: String::new(),
         }
     }
 }

@@ -58,6 +58,7 @@ pub mod reasons {
     pub const IMPERSONATION_FAILED: &str = "ImpersonationFailed";
     pub const APPLY_FAILED: &str = "ApplyFailed";
     pub const PRUNE_FAILED: &str = "PruneFailed";
+    pub const OWNERSHIP_CONFLICT: &str = "OwnershipConflict";
     pub const RECONCILE_TIMEOUT: &str = "ReconcileTimeout";
     pub const DELETION_SA_MISSING: &str = "DeletionSAMissing";
     pub const ORPHANED_ON_DELETION: &str = "OrphanedOnDeletion";
@@ -77,7 +78,7 @@ pub fn action_for(reason: &str) -> &'static str {
         FETCH_FAILED | INVALID_ARTIFACT => "Fetch",
         PATH_NOT_FOUND | RELEASE_FILE_NOT_FOUND | UNSUPPORTED_KIND => "Load",
         RESOLUTION_FAILED | RENDER_FAILED => "Render",
-        IMPERSONATION_FAILED | APPLY_FAILED | APPLIED => "Apply",
+        IMPERSONATION_FAILED | APPLY_FAILED | APPLIED | OWNERSHIP_CONFLICT => "Apply",
         PRUNE_FAILED | PRUNED | PRUNE_SKIPPED => "Prune",
         DRIFT_DETECTED => "DriftCheck",
         DELETION_SA_MISSING | ORPHANED_ON_DELETION | DELETED => "Delete",

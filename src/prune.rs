@@ -38,8 +38,16 @@ pub struct Decision {
 }
 
 /// Applies the guards to each inspected object, keeping the order given. Only targets that
-/// were asked for are considered.
-pub fn decide(targets: &[ResourceId], live: &[LiveObject], our_uuid: &str) -> Decision {
+/// were asked for are considered. An object is ours only when its `managed-by` label is one
+/// of ours *and* its uuid label is present and equal to `our_uuid`: `managed-by` alone is
+/// set by other tools and releases too. Targets in `orphan` (`prune: disabled`) that are
+/// ours get their labels removed instead of being deleted.
+pub fn decide(
+    targets: &[ResourceId],
+    live: &[LiveObject],
+    our_uuid: &str,
+    orphan: &[ResourceId],
+) -> Decision {
     let mut d = Decision::default();
     for target in targets {
         let Some(obs) = live.iter().find(|l| &l.id == target) else {
@@ -60,11 +68,12 @@ pub fn decide(targets: &[ResourceId], live: &[LiveObject], our_uuid: &str) -> De
                 let uuid_ok = meta
                     .labels
                     .get(labels::RELEASE_UUID)
-                    .is_none_or(|u| u == our_uuid);
+                    .is_some_and(|u| u == our_uuid);
                 if managed && uuid_ok && !meta.uid.is_empty() {
                     d.deletions.push(Deletion {
                         id: target.clone(),
                         uid: meta.uid.clone(),
+                        orphan: orphan.contains(target),
                     });
                 } else {
                     d.not_ours.push(target.clone());
@@ -81,10 +90,11 @@ pub fn tally(requested: &[Deletion], results: &[ObjectResult]) -> (u64, Vec<Prun
     let mut deleted = 0;
     let mut failures = Vec::new();
     for r in results {
-        if !requested.iter().any(|d| d.id == r.id) {
+        let Some(req) = requested.iter().find(|d| d.id == r.id) else {
             continue;
-        }
+        };
         match &r.result {
+            Ok(()) if req.orphan => {}
             Ok(()) => deleted += 1,
             Err(ApiError::NotFound { .. } | ApiError::Conflict { .. }) => {}
             Err(e) => failures.push(PruneFailure {

@@ -321,6 +321,7 @@ fn missing_finalizer_is_added_and_the_attempt_continues() {
         vec![
             EffectKind::AddFinalizer,
             EffectKind::Render,
+            EffectKind::InspectOwners,
             EffectKind::Apply,
             EffectKind::PatchStatus
         ]

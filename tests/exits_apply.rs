@@ -248,6 +248,7 @@ fn applied_nothing_pruned() {
         r.awaited(),
         vec![
             EffectKind::Render,
+            EffectKind::InspectOwners,
             EffectKind::Apply,
             EffectKind::PatchStatus
         ]
@@ -281,9 +282,10 @@ fn applied_nothing_pruned() {
     assert_eq!(
         r.metrics(),
         vec![
+            // render, owner check, apply: 1s each.
             Metric::Reconcile {
                 outcome: Outcome::Applied,
-                duration: secs(2)
+                duration: secs(3)
             },
             Metric::ApplyResources {
                 created: 3,

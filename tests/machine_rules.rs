@@ -195,6 +195,7 @@ fn apply_request_carries_stages_manager_and_force() {
     let mut mr = module_release();
     mr.spec.common.rollout = Some(Rollout {
         force_conflicts: true,
+        adopt_existing: false,
     });
     let r = run_mr(&operator_cfg(), mr, &Canned::default());
     match r.find(EffectKind::Apply) {
@@ -298,7 +299,8 @@ fn time_going_backwards_is_clamped() {
             },
         ))
         .unwrap();
-    assert!(matches!(batch.last(), Some(Effect::Apply { .. })));
+    // A first apply reads the owners of its objects first (SPEC §25).
+    assert!(matches!(batch.last(), Some(Effect::InspectOwners { .. })));
 }
 
 #[test]

@@ -144,6 +144,15 @@ fn respond(effect: &Effect, c: u8) -> InputKind {
                     .collect(),
             },
         },
+        Effect::InspectOwners { targets, .. } => InputKind::OwnersInspected {
+            objects: targets
+                .iter()
+                .map(|t| LiveObject {
+                    id: t.clone(),
+                    result: if err { Err(api_error(c)) } else { Ok(None) },
+                })
+                .collect(),
+        },
         Effect::InspectStale { targets, .. } => InputKind::StaleInspected {
             objects: targets
                 .iter()

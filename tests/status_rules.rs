@@ -299,6 +299,7 @@ fn release_records_its_source() {
             EffectKind::ResolveSource,
             EffectKind::FetchArtifact,
             EffectKind::Render,
+            EffectKind::InspectOwners,
             EffectKind::Apply,
             EffectKind::PatchStatus
         ]

@@ -112,7 +112,10 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
             dry = Some(d);
         }
         // Not seen, and the listed objects carrying our label do not include it: it is
-        // missing or lacks the label we stamp, so a dry-run could only show a change.
+        // missing or lacks the label we stamp, so a dry-run could only show a change. Whose
+        // it is was settled before this effect: the core asks for every object outside the
+        // inventory's owner first (`InspectOwners`, SPEC §25) and never sends the Apply when
+        // one belongs to someone else.
         None if ctx.watch.lists_without(&obj.id) => return commit(None).await,
         None => {}
     }

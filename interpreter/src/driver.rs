@@ -33,7 +33,7 @@ use crate::metrics::Metrics;
 use crate::object_watch::ObjectWatch;
 use crate::observed::Observed;
 use crate::secrets::SecretTable;
-use crate::{deps, drift, finalizer, prune, releases, service_account, source, status};
+use crate::{deps, drift, finalizer, owners, prune, releases, service_account, source, status};
 
 /// How long finishing effects (status patch, finalizer removal) may take: the core never
 /// cuts them short by the attempt deadline.
@@ -396,6 +396,19 @@ async fn execute(
             };
             InputKind::Applied { report }
         }
+        Effect::InspectOwners { targets, identity } => {
+            let objects = match rt.clients.for_identity(identity.as_ref()) {
+                Ok(client) => owners::inspect(client, &rt.resolver, &rt.watch, targets).await,
+                Err(e) => targets
+                    .iter()
+                    .map(|id| LiveObject {
+                        id: id.clone(),
+                        result: Err(e.clone()),
+                    })
+                    .collect(),
+            };
+            InputKind::OwnersInspected { objects }
+        }
         Effect::InspectStale { targets, identity } => {
             let objects = match rt.clients.for_identity(identity.as_ref()) {
                 Ok(client) => prune::inspect(client, &rt.resolver, targets).await,
@@ -525,6 +538,15 @@ fn timed_out(effect: &Effect) -> InputKind {
         },
         Effect::Apply { stages, .. } => InputKind::Applied {
             report: failed_apply(stages, t()),
+        },
+        Effect::InspectOwners { targets, .. } => InputKind::OwnersInspected {
+            objects: targets
+                .iter()
+                .map(|id| LiveObject {
+                    id: id.clone(),
+                    result: Err(t()),
+                })
+                .collect(),
         },
         Effect::InspectStale { targets, .. } => InputKind::StaleInspected {
             objects: targets

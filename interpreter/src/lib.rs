@@ -39,6 +39,7 @@ pub mod local;
 pub mod metrics;
 pub mod object_watch;
 pub mod observed;
+pub mod owners;
 pub mod prune;
 pub mod releases;
 pub mod run;

@@ -10,11 +10,14 @@
 //! ([`crate::live_cache::LiveCache::verified`]). Only a watch that has listed its kind
 //! since it last failed is trusted; anything it does not know falls back to the dry-run.
 //!
+//! The watch also keeps each object's uid and release labels, so the ownership check before
+//! a first write (SPEC §25) reads them here instead of sending a GET.
+//!
 //! A kind the operator may not list or watch (a Forbidden answer, e.g. Secrets, which the
 //! shipped RBAC deliberately does not let it enumerate) is never watched again in this
 //! process: its objects keep their dry-runs.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -26,13 +29,22 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use opm_core::ResourceId;
 use opm_core::constants::{FIELD_MANAGER, labels};
+use opm_core::input::LiveMeta;
 
 /// One watched kind: the objects it listed and whether that list is current.
 #[derive(Default)]
 struct Kind {
     synced: AtomicBool,
-    /// `(namespace, name)` → `resourceVersion`.
-    versions: Mutex<HashMap<(String, String), String>>,
+    /// `(namespace, name)` → what is known of the object.
+    versions: Mutex<HashMap<(String, String), Listed>>,
+}
+
+/// One listed object: its `resourceVersion`, uid and the release labels it carries.
+#[derive(Clone)]
+struct Listed {
+    version: String,
+    uid: String,
+    labels: BTreeMap<String, String>,
 }
 
 /// See the module documentation.
@@ -65,7 +77,26 @@ impl ObjectWatch {
         let versions = kind.versions.lock().unwrap_or_else(|p| p.into_inner());
         versions
             .get(&(id.namespace.clone(), id.name.clone()))
-            .cloned()
+            .map(|l| l.version.clone())
+    }
+
+    /// The object's uid and release labels when the synced watch holds it; `None` when the
+    /// watch cannot say (the object may still exist without our `managed-by` label).
+    pub fn owner_labels(&self, id: &ResourceId) -> Option<LiveMeta> {
+        let kind = self
+            .lock()
+            .get(&(id.group.clone(), id.kind.clone()))?
+            .clone();
+        if !kind.synced.load(Ordering::Acquire) {
+            return None;
+        }
+        let versions = kind.versions.lock().unwrap_or_else(|p| p.into_inner());
+        versions
+            .get(&(id.namespace.clone(), id.name.clone()))
+            .map(|l| LiveMeta {
+                uid: l.uid.clone(),
+                labels: l.labels.clone(),
+            })
     }
 
     /// Whether the watch has listed `id`'s kind and no object of that name carries our
@@ -116,11 +147,23 @@ fn selector() -> String {
     format!("{}={}", labels::MANAGED_BY, FIELD_MANAGER)
 }
 
-fn object_key<K: kube::Resource>(o: &K) -> Option<((String, String), String)> {
+fn object_key<K: kube::Resource>(o: &K) -> Option<((String, String), Listed)> {
     let m = o.meta();
+    // Only the labels the ownership check reads are kept.
+    let labels = m
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(k, _)| labels::STAMPED.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     Some((
         (m.namespace.clone().unwrap_or_default(), m.name.clone()?),
-        m.resource_version.clone()?,
+        Listed {
+            version: m.resource_version.clone()?,
+            uid: m.uid.clone().unwrap_or_default(),
+            labels,
+        },
     ))
 }
 

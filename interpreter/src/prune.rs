@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use kube::Client;
-use kube::api::{DeleteParams, Preconditions, PropagationPolicy};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
+use opm_core::constants::{FIELD_MANAGER, labels};
 use opm_core::effect::Deletion;
 use opm_core::input::{LiveMeta, LiveObject, ObjectResult};
 use opm_core::{ApiError, ResourceId};
@@ -74,6 +75,9 @@ pub async fn delete(
 
 async fn delete_one(client: Client, resolver: &Resolver, d: &Deletion) -> Result<(), ApiError> {
     let api = dynamic::api_for(client, resolver, &d.id).await?;
+    if d.orphan {
+        return orphan_one(&api, d).await;
+    }
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: Some(d.uid.clone()),
@@ -83,6 +87,29 @@ async fn delete_one(client: Client, resolver: &Resolver, d: &Deletion) -> Result
         ..DeleteParams::default()
     };
     match api.delete(&d.id.name, &params).await {
+        Ok(_) => Ok(()),
+        Err(e) if api_error::is_not_found(&e) => Ok(()),
+        Err(e) => Err(api_error::from_kube(&e)),
+    }
+}
+
+/// Orphans a `prune: disabled` object (SPEC §28): one merge patch removing the labels the
+/// operator stamped, so no release claims it and another may adopt it. The patch carries the
+/// uid, which the API server checks like a precondition (409 on a successor).
+async fn orphan_one(
+    api: &kube::Api<kube::api::DynamicObject>,
+    d: &Deletion,
+) -> Result<(), ApiError> {
+    let removed: serde_json::Map<String, serde_json::Value> = labels::STAMPED
+        .iter()
+        .map(|k| (k.to_string(), serde_json::Value::Null))
+        .collect();
+    let patch = serde_json::json!({"metadata": {"uid": d.uid, "labels": removed}});
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    match api.patch(&d.id.name, &params, &Patch::Merge(&patch)).await {
         Ok(_) => Ok(()),
         Err(e) if api_error::is_not_found(&e) => Ok(()),
         Err(e) => Err(api_error::from_kube(&e)),

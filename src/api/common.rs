@@ -64,6 +64,11 @@ pub struct Rollout {
     /// Take field ownership from other managers (server-side apply `force`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force_conflicts: bool,
+    /// Take over objects that exist but were created by no release (they carry no
+    /// `module-release.opmodel.dev/uuid` label); without it such an object stalls the
+    /// release with `OwnershipConflict` (SPEC §25).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopt_existing: bool,
 }
 
 /// `spec.driftDetection`.
@@ -135,4 +140,8 @@ pub struct InventoryEntry {
     pub v: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub component: String,
+    /// `disabled` when the object was rendered with `releases.opmodel.dev/prune: disabled`:
+    /// it is orphaned (release labels removed), never deleted (SPEC §28).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prune: String,
 }

@@ -76,6 +76,10 @@ pub(super) struct Ctx {
     pub counts: (u64, u64, u64),
     pub prune_ran: bool,
     pub prune_targets: Vec<ResourceId>,
+    /// Objects read before their first write (SPEC §25).
+    pub owner_targets: Vec<ResourceId>,
+    /// Prune targets marked `prune: disabled`: orphaned, not deleted (SPEC §28).
+    pub orphan_targets: Vec<ResourceId>,
     pub deletions: Vec<Deletion>,
     pub prune_failures: Vec<PruneFailure>,
     pub pruned: u64,
@@ -143,6 +147,13 @@ impl Ctx {
             .rollout
             .as_ref()
             .is_some_and(|r| r.force_conflicts)
+    }
+
+    pub fn adopt_existing(&self) -> bool {
+        self.common
+            .rollout
+            .as_ref()
+            .is_some_and(|r| r.adopt_existing)
     }
 
     pub fn persisted_entries(&self) -> &[InventoryEntry] {

@@ -12,7 +12,7 @@ use crate::input::{
 use crate::object::{ReleaseKey, ReleaseObject};
 use crate::outcome::{Failure, Outcome, reasons};
 use crate::render_value::{self, ReleaseIdentity};
-use crate::{deps, digest, drift, impersonation, inventory, prune, source};
+use crate::{deps, digest, drift, impersonation, inventory, ownership, prune, source};
 
 use super::ctx::{Ctx, SourceSpec};
 use super::{Attempt, Phase, add};
@@ -237,18 +237,21 @@ impl Attempt {
             name: self.ctx.key.name.clone(),
             uuid: self.ctx.uuid.clone(),
         };
-        let objects = match render_value::build(&output.value, &output.cluster_scoped, &identity) {
-            Ok(o) => o,
-            Err(f) => return self.fail(f),
-        };
+        let mut objects =
+            match render_value::build(&output.value, &output.cluster_scoped, &identity) {
+                Ok(o) => o,
+                Err(f) => return self.fail(f),
+            };
         if let Some(m) = module {
             let msg = format!("module resolved: {}@{}", m.path, m.version);
             self.ctx
                 .conds
                 .set(ct::MODULE_RESOLVED, TRUE, "Resolved", &msg);
         }
+        let prune_disabled = ownership::strip_policies(&mut objects);
         self.ctx.digests.render = digest::render(objects.iter().map(|o| &o.manifest));
         self.ctx.entries = inventory::entries_for(&objects);
+        ownership::mark_prune_disabled(&mut self.ctx.entries, &prune_disabled);
         self.ctx.digests.inventory = digest::inventory(&self.ctx.entries);
         self.ctx.stale = inventory::stale(self.ctx.persisted_entries(), &self.ctx.entries);
         self.ctx.desired = objects;
@@ -343,8 +346,41 @@ impl Attempt {
         }
     }
 
+    /// SPEC §25: before the first write of an object the release has never applied, read
+    /// who owns it. Every object of an unchanged release is in its inventory, so this costs
+    /// nothing there.
     fn apply_step(&mut self) {
         self.ctx.step = "apply";
+        let targets = ownership::targets(&self.ctx.desired, self.ctx.persisted_entries());
+        if targets.is_empty() {
+            return self.write_step();
+        }
+        self.ctx.owner_targets = targets.clone();
+        self.phase = Phase::InspectingOwners;
+        self.out.push(Effect::InspectOwners {
+            targets,
+            identity: self.ctx.identity.clone(),
+        });
+    }
+
+    pub(super) fn on_owners(&mut self, objects: Vec<LiveObject>) {
+        let decided = ownership::decide(
+            &self.ctx.owner_targets,
+            &objects,
+            &self.ctx.uuid,
+            self.ctx.adopt_existing(),
+            self.ctx.identity.as_ref().map(|i| i.user.as_str()),
+        );
+        match decided {
+            Ok(()) => self.write_step(),
+            Err(f) => {
+                self.ctx.apply_ok = Some(false);
+                self.fail(f)
+            }
+        }
+    }
+
+    fn write_step(&mut self) {
         self.phase = Phase::Applying;
         self.out.push(Effect::Apply {
             stages: render_value::stages(&self.ctx.desired),
@@ -410,11 +446,19 @@ impl Attempt {
         self.fail(f);
     }
 
+    /// Without `prune`, only the stale objects marked `prune: disabled` are visited: they
+    /// are orphaned (labels removed) so another release can adopt them (SPEC §25 handover).
     fn prune_step(&mut self) {
-        if !self.ctx.common.prune || self.ctx.stale.is_empty() {
+        let stale: Vec<_> = self
+            .ctx
+            .stale
+            .iter()
+            .filter(|e| self.ctx.common.prune || ownership::prune_disabled(e))
+            .cloned()
+            .collect();
+        if stale.is_empty() {
             return self.success(Outcome::Applied);
         }
-        let stale = self.ctx.stale.clone();
         self.start_prune(&stale);
     }
 
@@ -439,6 +483,11 @@ impl Attempt {
             self.event(EventType::Warning, reasons::PRUNE_SKIPPED, &note);
         }
         let (protected, targets) = prune::plan(&entries);
+        self.ctx.orphan_targets = entries
+            .iter()
+            .filter(|e| ownership::prune_disabled(e))
+            .map(crate::object::ResourceId::from_entry)
+            .collect();
         if !protected.is_empty() {
             let names: Vec<String> = protected.iter().map(|p| p.display()).collect();
             let note = format!(
@@ -460,7 +509,12 @@ impl Attempt {
     }
 
     pub(super) fn on_inspect(&mut self, objects: Vec<LiveObject>) {
-        let d = prune::decide(&self.ctx.prune_targets, &objects, &self.ctx.uuid);
+        let d = prune::decide(
+            &self.ctx.prune_targets,
+            &objects,
+            &self.ctx.uuid,
+            &self.ctx.orphan_targets,
+        );
         self.ctx.prune_failures = d.failures;
         if d.deletions.is_empty() {
             return self.finish_prune();

@@ -262,6 +262,25 @@ impl World {
                 }
                 InputKind::Applied { report }
             }
+            Effect::InspectOwners { targets, identity } => {
+                let mut objects = Vec::with_capacity(targets.len());
+                for (i, id) in targets.iter().enumerate() {
+                    let result = match (&api_err, i) {
+                        (Some(e), 0) => Err(e.clone()),
+                        _ => self.authorize(identity.as_ref(), Verb::Get, id).map(|()| {
+                            self.store.get(id).map(|o| LiveMeta {
+                                uid: o.uid.clone(),
+                                labels: o.labels(),
+                            })
+                        }),
+                    };
+                    objects.push(LiveObject {
+                        id: id.clone(),
+                        result,
+                    });
+                }
+                InputKind::OwnersInspected { objects }
+            }
             Effect::InspectStale { targets, identity } => {
                 let mut objects = Vec::with_capacity(targets.len());
                 for (i, id) in targets.iter().enumerate() {
@@ -289,11 +308,20 @@ impl World {
                 for (i, d) in deletions.iter().enumerate() {
                     let result = match (&api_err, i) {
                         (Some(e), 0) => Err(e.clone()),
+                        _ if d.orphan => self
+                            .authorize(identity.as_ref(), Verb::Apply, &d.id)
+                            .and_then(|()| {
+                                self.store.remove_labels(
+                                    &d.id,
+                                    Some(&d.uid),
+                                    &crate::constants::labels::STAMPED,
+                                )
+                            }),
                         _ => self
                             .authorize(identity.as_ref(), Verb::Delete, &d.id)
                             .and_then(|()| self.store.delete(&d.id, Some(&d.uid))),
                     };
-                    if result.is_ok() {
+                    if result.is_ok() && !d.orphan {
                         self.current.deleted.push(d.id.clone());
                     }
                     results.push(ObjectResult {

@@ -429,6 +429,39 @@ impl Store {
         }
     }
 
+    /// Removes `keys` from the object's labels (a merge patch with `null`s), after the same
+    /// UID precondition as [`Store::delete`]: how a `prune: disabled` object is orphaned.
+    pub fn remove_labels(
+        &mut self,
+        id: &ResourceId,
+        uid: Option<&str>,
+        keys: &[&str],
+    ) -> Result<(), ApiError> {
+        let rv = self.next_rv();
+        let key = key_of(id);
+        match self.objects.get_mut(&key) {
+            None => Err(ApiError::NotFound {
+                message: format!("{} \"{}\" not found", id.kind, id.name),
+            }),
+            Some(live) if uid.is_some_and(|u| u != live.uid) => Err(ApiError::Conflict {
+                message: format!(
+                    "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                    uid.unwrap_or_default(),
+                    live.uid
+                ),
+            }),
+            Some(live) => {
+                for k in keys {
+                    let f = FieldPath::new(LABELS, k);
+                    live.fields.remove(&f);
+                    live.owners.remove(&f);
+                }
+                live.resource_version = rv;
+                Ok(())
+            }
+        }
+    }
+
     /// Another actor writes one field and takes it over (`kubectl edit`, an HPA, ...).
     /// Creates the object if needed. A `null` value removes the field.
     pub fn write_field(&mut self, id: &ResourceId, manager: &str, field: FieldPath, value: Value) {

@@ -145,6 +145,7 @@ fn impersonated_apply_and_prune_follow_rbac() {
         deletions: vec![Deletion {
             id: live.id.clone(),
             uid: live.uid.clone(),
+            orphan: false,
         }],
         identity: Some(who),
     };
@@ -159,6 +160,7 @@ fn impersonated_apply_and_prune_follow_rbac() {
         deletions: vec![Deletion {
             id: live.id.clone(),
             uid: "old".into(),
+            orphan: false,
         }],
         identity: None,
     };
@@ -411,4 +413,80 @@ fn several_attempts_in_one_trace_replay_and_a_later_change_is_caught() {
     let err = crate::trace::replay(lines.iter().map(String::as_str)).unwrap_err();
     assert!(err.expected.contains("Tampered"), "{err}");
     assert!(!err.got.contains("Tampered"), "{err}");
+}
+
+/// Two releases of a module whose ConfigMap has a fixed name (SPEC §25): the second never
+/// writes it, however often it runs, and the first keeps it labelled as its own.
+#[test]
+fn a_second_release_of_a_fixed_name_object_is_refused_every_time() {
+    let mut w = World::new(Config::default(), t(0), 9);
+    w.add_module(
+        "example.com/modules/fixed@v0",
+        "v0.1.0",
+        ModuleDef {
+            components: json!({"config": {"cm": {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "shared"}, "data": {"owner": "${release.name}"}}}}),
+            defaults: Default::default(),
+            closed: false,
+            error: None,
+        },
+    );
+    let mut keys = Vec::new();
+    for name in ["first", "second"] {
+        keys.push(
+            w.create_release(fixtures::module_release(
+                "demo",
+                name,
+                "example.com/modules/fixed@v0",
+                "v0.1.0",
+            ))
+            .unwrap(),
+        );
+    }
+    let id = cm("shared", "").id;
+    let first_uuid =
+        crate::render_value::release_uuid(crate::object::Kind::ModuleRelease, "demo", "first");
+    for _ in 0..3 {
+        for key in &keys {
+            let log = w.run_attempt(key).unwrap().clone();
+            if key.name == "second" {
+                assert_eq!(log.reason, "OwnershipConflict", "{log:?}");
+                let wrote = log
+                    .batches
+                    .iter()
+                    .flatten()
+                    .any(|e| matches!(e, Effect::Apply { .. }));
+                assert!(!wrote, "the second release wrote");
+            }
+            let live = w.object(&id).unwrap();
+            assert_eq!(
+                live.label(crate::constants::labels::RELEASE_UUID),
+                Some(first_uuid.as_str())
+            );
+        }
+    }
+    // Orphaning (prune: disabled) removes the release labels and keeps the object.
+    let uid = w.object(&id).unwrap().uid.clone();
+    let orphan = Effect::Prune {
+        deletions: vec![Deletion {
+            id: id.clone(),
+            uid,
+            orphan: true,
+        }],
+        identity: None,
+    };
+    match w.execute(&keys[0], &orphan) {
+        Some(InputKind::Pruned { results }) => assert_eq!(results[0].result, Ok(())),
+        other => panic!("{other:?}"),
+    }
+    let live = w.object(&id).unwrap();
+    assert!(
+        live.labels()
+            .keys()
+            .all(|k| !crate::constants::labels::STAMPED.contains(&k.as_str()))
+    );
+    assert_eq!(
+        live.fields.get(&FieldPath::new("data", "owner")),
+        Some(&json!("first"))
+    );
 }

@@ -111,6 +111,8 @@ pub struct Canned {
     /// Live state by object name; default: present, ours.
     pub live: BTreeMap<String, Result<Option<LiveMeta>, ApiError>>,
     pub prune_errors: BTreeMap<String, ApiError>,
+    /// Answers to the ownership read before a first write, by object name; default: absent.
+    pub owners: BTreeMap<String, Result<Option<LiveMeta>, ApiError>>,
     pub patch: Result<(), ApiError>,
     /// Time each awaited effect takes.
     pub latency: Duration,
@@ -153,6 +155,7 @@ impl Default for Canned {
             apply_errors: BTreeMap::new(),
             live: BTreeMap::new(),
             prune_errors: BTreeMap::new(),
+            owners: BTreeMap::new(),
             patch: Ok(()),
             latency: Duration::from_secs(1),
             slow: None,
@@ -215,6 +218,15 @@ impl Canned {
                     report: ApplyReport { objects },
                 }
             }
+            Effect::InspectOwners { targets, .. } => InputKind::OwnersInspected {
+                objects: targets
+                    .iter()
+                    .map(|id| LiveObject {
+                        id: id.clone(),
+                        result: self.owners.get(&id.name).cloned().unwrap_or(Ok(None)),
+                    })
+                    .collect(),
+            },
             Effect::InspectStale { targets, .. } => InputKind::StaleInspected {
                 objects: targets
                     .iter()

@@ -62,7 +62,7 @@ pub enum Ev {
     },
 }
 
-const FAULT_KINDS: [EffectKind; 12] = [
+const FAULT_KINDS: [EffectKind; 13] = [
     EffectKind::AddFinalizer,
     EffectKind::RemoveFinalizer,
     EffectKind::CheckDependencies,
@@ -72,6 +72,7 @@ const FAULT_KINDS: [EffectKind; 12] = [
     EffectKind::CheckServiceAccount,
     EffectKind::CheckDrift,
     EffectKind::Apply,
+    EffectKind::InspectOwners,
     EffectKind::InspectStale,
     EffectKind::Prune,
     EffectKind::PatchStatus,

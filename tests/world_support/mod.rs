@@ -210,6 +210,8 @@ pub fn recreate_missing(w: &mut World, s: &Setup) {
         let c = fixtures::common_mut(&mut o);
         c.rollout = Some(opm_core::api::Rollout {
             force_conflicts: true,
+            // A tampering event may have re-created a deleted object without labels.
+            adopt_existing: true,
         });
         c.drift_detection = Some(opm_core::api::DriftDetection {
             mode: opm_core::api::DriftMode::Correct,
