@@ -11,7 +11,7 @@ use opm_core::effect::{Effect, EffectKind};
 use opm_core::input::{LiveMeta, LiveObject};
 use opm_core::object::{Kind, ResourceId};
 use opm_core::render_value::release_uuid;
-use opm_core::{Config, Outcome, prune};
+use opm_core::{Outcome, prune};
 use proptest::prelude::*;
 use support::*;
 
@@ -119,7 +119,7 @@ proptest! {
         for (n, s) in NAMES.iter().zip(&states) {
             canned.owners.insert(n.to_string(), meta(*s, &uuid));
         }
-        let r = run_mr(&Config::default(), mr, &canned);
+        let r = run_mr(&operator_cfg(), mr, &canned);
         let new: Vec<(&str, Live)> = NAMES
             .iter()
             .zip(&states)
@@ -188,7 +188,7 @@ fn a_conflict_names_the_object_and_its_owner_and_emits_one_warning() {
         owners: BTreeMap::from([("web-config".to_string(), meta(Live::OtherRelease, &uuid))]),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), module_release(), &canned);
+    let r = run_mr(&operator_cfg(), module_release(), &canned);
     assert_stall(
         &r,
         "OwnershipConflict",
@@ -211,7 +211,7 @@ fn applied_with_policy() -> ReleaseStatus {
         }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), module_release(), &canned);
+    let r = run_mr(&operator_cfg(), module_release(), &canned);
     assert_eq!(r.outcome, Outcome::Applied);
     match r.find(EffectKind::Apply) {
         Some(Effect::Apply { stages, .. }) => {
@@ -249,7 +249,7 @@ fn a_prune_disabled_object_leaving_the_render_is_orphaned_even_without_prune() {
         )]),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     match r.find(EffectKind::Prune) {
         Some(Effect::Prune { deletions, .. }) => {
             assert_eq!(deletions.len(), 1);
@@ -271,7 +271,7 @@ fn deleting_the_release_orphans_its_prune_disabled_objects_and_deletes_the_rest(
     mr.status = Some(applied_with_policy());
     mr.spec.common.prune = true;
     mr.metadata.deletion_timestamp = Some(time(t0()));
-    let r = run_mr(&Config::default(), mr, &Canned::default());
+    let r = run_mr(&operator_cfg(), mr, &Canned::default());
     match r.find(EffectKind::Prune) {
         Some(Effect::Prune { deletions, .. }) => {
             assert_eq!(deletions.len(), 4);

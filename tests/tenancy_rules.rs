@@ -439,7 +439,7 @@ proptest! {
                 _ => None,
             })
             .flatten()
-            .map(|t| InventoryEntry { group: t.group, kind: t.kind, namespace: t.namespace, name: t.name, v: t.version, component: String::new() })
+            .map(|t| InventoryEntry { group: t.group, kind: t.kind, namespace: t.namespace, name: t.name, v: t.version, component: String::new(), prune: String::new() })
             .collect();
         for e in &entries {
             prop_assert_eq!(e.namespace.as_str(), "demo");

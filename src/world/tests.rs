@@ -419,7 +419,11 @@ fn several_attempts_in_one_trace_replay_and_a_later_change_is_caught() {
 /// writes it, however often it runs, and the first keeps it labelled as its own.
 #[test]
 fn a_second_release_of_a_fixed_name_object_is_refused_every_time() {
-    let mut w = World::new(Config::default(), t(0), 9);
+    let mut w = World::new(
+        Config::default().with_operator_identity(crate::config::AllowOperatorIdentity::On),
+        t(0),
+        9,
+    );
     w.add_module(
         "example.com/modules/fixed@v0",
         "v0.1.0",
