@@ -25,7 +25,8 @@ impl Limits {
     /// `--max-concurrent-per-namespace` when not given: half of `--concurrency`, at least 1
     /// (unbounded when the concurrency is).
     pub fn with_default_per_namespace(total: usize, per_namespace: Option<usize>) -> Self {
-        let per_namespace = per_namespace.unwrap_or(if total == 0 { 0 } else { (total / 2).max(1) });
+        let per_namespace =
+            per_namespace.unwrap_or(if total == 0 { 0 } else { (total / 2).max(1) });
         Self {
             total,
             per_namespace,
@@ -147,7 +148,10 @@ mod tests {
         assert_eq!(Limits::with_default_per_namespace(5, None).per_namespace, 2);
         assert_eq!(Limits::with_default_per_namespace(1, None).per_namespace, 1);
         assert_eq!(Limits::with_default_per_namespace(0, None).per_namespace, 0);
-        assert_eq!(Limits::with_default_per_namespace(4, Some(3)).per_namespace, 3);
+        assert_eq!(
+            Limits::with_default_per_namespace(4, Some(3)).per_namespace,
+            3
+        );
     }
 
     #[test]
@@ -219,17 +223,21 @@ mod tests {
         let mut running: Vec<String> = Vec::new();
         let mut seed = 7u64;
         for t in 0..2000u64 {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let ns = format!("ns{}", (seed >> 33) % 3);
-            let started = if (seed >> 40) % 2 == 0 || running.is_empty() {
-                q.push(t, &ns)
+            if (seed >> 40).is_multiple_of(2) || running.is_empty() {
+                q.push(t, &ns);
             } else {
                 let i = ((seed >> 20) as usize) % running.len();
-                let ns = running.swap_remove(i);
-                q.finish(&ns)
-            };
-            let _ = started;
-            running = q.running.iter().flat_map(|(ns, n)| std::iter::repeat_n(ns.clone(), *n)).collect();
+                q.finish(&running[i]);
+            }
+            running = q
+                .running
+                .iter()
+                .flat_map(|(ns, n)| std::iter::repeat_n(ns.clone(), *n))
+                .collect();
             assert!(q.running() <= 4);
             assert!(q.running.values().all(|n| *n <= 2));
             // Work-conserving: nothing that could start is left waiting.

@@ -130,11 +130,18 @@ mod tests {
     fn a_watch_failing_past_the_bound_is_unhealthy() {
         let mut b = beats(100_000);
         b.watches[0].failing_since_ms = Some(50_000);
-        assert_eq!(assess(&b, BOUND), Ok(()), "50s of errors is within the bound");
+        assert_eq!(
+            assess(&b, BOUND),
+            Ok(()),
+            "50s of errors is within the bound"
+        );
         b.now_ms = 111_000;
         let err = assess(&b, BOUND).unwrap_err();
         assert_eq!(err.len(), 1);
-        assert_eq!(err[0].to_string(), "the ModuleRelease watch has failed for 61s");
+        assert_eq!(
+            err[0].to_string(),
+            "the ModuleRelease watch has failed for 61s"
+        );
     }
 
     #[test]

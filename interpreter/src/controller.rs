@@ -4,10 +4,10 @@
 //! (generation, the on-demand annotation, deletion and finalizer changes, any annotation on
 //! a deleting release), so a status write never triggers a reconcile of its own.
 
+use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::future::Future;
 use std::hash::{Hash, Hasher};
-use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -24,8 +24,8 @@ use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use opm_core::api::{ModuleRelease, Release};
 use opm_core::constants::{FLUX_SOURCE_API_VERSION, REQUESTED_AT_ANNOTATION, SOURCE_KINDS};
-use opm_core::outcome::reasons;
 use opm_core::fairness::Limits;
+use opm_core::outcome::reasons;
 use opm_core::{ReleaseKey, ReleaseObject};
 use serde_json::Value;
 
@@ -232,13 +232,25 @@ fn log_result<T: std::fmt::Debug, E: std::fmt::Display>(r: Result<T, E>) {
 async fn reconcile_mr(obj: Arc<ModuleRelease>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
     let was_ready = is_ready(obj.status.as_ref());
     let gate = ctx.mr_gate.clone();
-    admitted(&gate, ReleaseObject::ModuleRelease((*obj).clone()), was_ready, ctx).await
+    admitted(
+        &gate,
+        ReleaseObject::ModuleRelease((*obj).clone()),
+        was_ready,
+        ctx,
+    )
+    .await
 }
 
 async fn reconcile_rel(obj: Arc<Release>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
     let was_ready = is_ready(obj.status.as_ref());
     let gate = ctx.rel_gate.clone();
-    admitted(&gate, ReleaseObject::Release((*obj).clone()), was_ready, ctx).await
+    admitted(
+        &gate,
+        ReleaseObject::Release((*obj).clone()),
+        was_ready,
+        ctx,
+    )
+    .await
 }
 
 /// Waits for a fair slot, then runs the attempt. A shutdown while waiting drops the wait
@@ -316,19 +328,29 @@ async fn reconcile(
 
 /// An attempt that failed outside the core (read error, protocol error, panic) is retried
 /// with the §5 backoff of its consecutive such failures (5s, 10s … 5m), kept in memory.
-fn error_policy<K: Resource<DynamicType = ()>>(obj: Arc<K>, err: &DriverError, ctx: Arc<Ctx>) -> Action {
-    let n = ctx
-        .errors
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .find(|(k, _)| {
-            k.kind.as_str() == K::kind(&()) && Some(k.namespace.as_str()) == obj.meta().namespace.as_deref()
-                && Some(k.name.as_str()) == obj.meta().name.as_deref()
+fn error_policy<K: Resource<DynamicType = ()>>(
+    obj: Arc<K>,
+    err: &DriverError,
+    ctx: Arc<Ctx>,
+) -> Action {
+    let n = opm_core::Kind::parse(&K::kind(&()))
+        .map(|kind| ReleaseKey {
+            kind,
+            namespace: obj.meta().namespace.clone().unwrap_or_default(),
+            name: obj.meta().name.clone().unwrap_or_default(),
         })
-        .map_or(1, |(_, n)| *n);
+        .and_then(|key| {
+            let errors = ctx.errors.lock().unwrap_or_else(|p| p.into_inner());
+            errors.get(&key).copied()
+        })
+        .unwrap_or(1);
     let delay = opm_core::backoff::compute_backoff(n);
-    tracing::warn!(error = %err, kind = err.metric_label(), retry_in = ?delay, "attempt could not run; retrying");
+    tracing::warn!(
+        error = %err,
+        kind = err.metric_label(),
+        retry_in = ?delay,
+        "attempt could not run; retrying"
+    );
     Action::requeue(delay)
 }
 

@@ -292,7 +292,11 @@ pub fn jitter_with(outcome: Outcome, d: Duration, r: f64) -> Duration {
     if outcome.is_failure() {
         return d;
     }
-    let r = if r.is_finite() { r.clamp(0.0, 1.0) } else { 0.5 };
+    let r = if r.is_finite() {
+        r.clamp(0.0, 1.0)
+    } else {
+        0.5
+    };
     Duration::try_from_secs_f64(d.as_secs_f64() * (0.95 + r * 0.1))
         .unwrap_or(d)
         .min(MAX_REQUEUE)
@@ -331,7 +335,8 @@ impl Unpersisted {
     pub fn record(&self, key: &ReleaseKey, reason: &str, counted: i64, gone: bool) {
         use opm_core::outcome::reasons;
         let mut counts = self.lock();
-        if !gone && (reason == reasons::STATUS_PATCH_FAILED || reason == reasons::FINALIZER_FAILED) {
+        if !gone && (reason == reasons::STATUS_PATCH_FAILED || reason == reasons::FINALIZER_FAILED)
+        {
             counts.insert(key.clone(), counted.saturating_add(1));
         } else {
             counts.remove(key);
@@ -690,7 +695,12 @@ mod tests {
     #[test]
     fn jitter_never_panics_and_is_clamped() {
         let huge = Duration::from_secs(5_124_095_576_030_431 * 3600);
-        for d in [Duration::ZERO, Duration::from_secs(300), huge, Duration::MAX] {
+        for d in [
+            Duration::ZERO,
+            Duration::from_secs(300),
+            huge,
+            Duration::MAX,
+        ] {
             for r in [0.0, 0.5, 0.999_999, 1.0, -1.0, 2.0, f64::NAN, f64::INFINITY] {
                 for outcome in [Outcome::Applied, Outcome::NoOp, Outcome::FailedTransient] {
                     assert!(jitter_with(outcome, d, r) <= MAX_REQUEUE, "{d:?} {r}");
@@ -707,10 +717,16 @@ mod tests {
     #[test]
     fn jitter_is_five_percent_on_successes_only() {
         let d = Duration::from_secs(100);
-        assert_eq!(jitter_with(Outcome::Applied, d, 0.0), Duration::from_secs(95));
+        assert_eq!(
+            jitter_with(Outcome::Applied, d, 0.0),
+            Duration::from_secs(95)
+        );
         assert_eq!(jitter_with(Outcome::NoOp, d, 1.0), Duration::from_secs(105));
         assert_eq!(jitter_with(Outcome::FailedTransient, d, 0.0), d);
-        assert_eq!(jitter_with(Outcome::FailedStalled, Duration::MAX, 0.0), MAX_REQUEUE);
+        assert_eq!(
+            jitter_with(Outcome::FailedStalled, Duration::MAX, 0.0),
+            MAX_REQUEUE
+        );
     }
 
     fn key() -> ReleaseKey {
@@ -735,7 +751,10 @@ mod tests {
         }))
         .unwrap();
         u.overlay(&k, &mut obj);
-        assert!(obj.status().is_none(), "nothing kept: the object is untouched");
+        assert!(
+            obj.status().is_none(),
+            "nothing kept: the object is untouched"
+        );
         for n in 0..4 {
             u.record(&k, reasons::STATUS_PATCH_FAILED, n, false);
             assert_eq!(u.get(&k), Some(n + 1));
@@ -743,7 +762,10 @@ mod tests {
         u.overlay(&k, &mut obj);
         assert_eq!(obj.status().unwrap().failure_counters.reconcile, 4);
         // The backoff the core computes from it grows: 5s · 2^3.
-        assert_eq!(opm_core::backoff::compute_backoff(4 + 1), Duration::from_secs(80));
+        assert_eq!(
+            opm_core::backoff::compute_backoff(4 + 1),
+            Duration::from_secs(80)
+        );
         u.record(&k, reasons::SUCCEEDED, 4, false);
         assert_eq!(u.get(&k), None);
         u.record(&k, reasons::STATUS_PATCH_FAILED, i64::MAX, false);

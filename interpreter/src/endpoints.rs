@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use http::StatusCode;
 use axum::routing::get;
+use http::StatusCode;
 
 use crate::driver::Runtime;
 

@@ -70,7 +70,8 @@ impl Health {
 
     /// A watch stream `name` is being consumed (it counts from now on).
     pub fn watch_started(&self, name: &str) {
-        self.watches().insert(name.to_string(), WatchState::default());
+        self.watches()
+            .insert(name.to_string(), WatchState::default());
     }
 
     /// An item of watch `name`: good or an error.
@@ -91,7 +92,10 @@ impl Health {
     }
 
     pub fn add_gate(&self, gate: Arc<Admission>) {
-        self.gates.lock().unwrap_or_else(|p| p.into_inner()).push(gate);
+        self.gates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(gate);
     }
 
     /// The heartbeats now.

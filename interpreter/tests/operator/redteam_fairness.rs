@@ -38,7 +38,13 @@ async fn deployer(client: &Client, ns: &str) {
 }
 
 /// A Release of `source` in `ns`, watched by the operator of `owner` (the label).
-fn tenant_release(owner: &str, ns: &str, name: &str, source: &str, extra: Value) -> opm_core::api::Release {
+fn tenant_release(
+    owner: &str,
+    ns: &str,
+    name: &str,
+    source: &str,
+    extra: Value,
+) -> opm_core::api::Release {
     let mut r = release(ns, name, source, ".", extra);
     r.metadata
         .labels
@@ -68,10 +74,16 @@ async fn a_cpu_bomb_tenant_does_not_starve_another_namespace() {
         &a.client,
         &a.name,
         "bomb",
-        &[("cue.mod/module.cue", MODULE_CUE.into()), ("release.cue", BOMB_CUE.into())],
+        &[
+            ("cue.mod/module.cue", MODULE_CUE.into()),
+            ("release.cue", BOMB_CUE.into()),
+        ],
     )
     .await;
-    let healthy = release_package("ok", &json!({"c": {"cm": configmap("ok", json!({"k": "v"}))}}));
+    let healthy = release_package(
+        "ok",
+        &json!({"c": {"cm": configmap("ok", json!({"k": "v"}))}}),
+    );
     pkg.publish(&b.client, &b.name, "ok", &healthy).await;
     // Default flags but a short render deadline: --concurrency 4, and (after the fix)
     // --max-concurrent-per-namespace defaults to 2.
@@ -79,7 +91,11 @@ async fn a_cpu_bomb_tenant_does_not_starve_another_namespace() {
     let sa = json!({"serviceAccountName": "deployer", "timeout": "30s"});
 
     let alone = {
-        create_rel(&b.client, &tenant_release(&a.name, &b.name, "first", "ok", sa.clone())).await;
+        create_rel(
+            &b.client,
+            &tenant_release(&a.name, &b.name, "first", "ok", sa.clone()),
+        )
+        .await;
         time_to_ready(&b.client, &b.name, "first").await
     };
 
@@ -89,7 +105,11 @@ async fn a_cpu_bomb_tenant_does_not_starve_another_namespace() {
     }
     // Let the bombs take their slots and start burning.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    create_rel(&b.client, &tenant_release(&a.name, &b.name, "second", "ok", sa.clone())).await;
+    create_rel(
+        &b.client,
+        &tenant_release(&a.name, &b.name, "second", "ok", sa.clone()),
+    )
+    .await;
     let with_bombs = time_to_ready(&b.client, &b.name, "second").await;
     println!(
         "FAIRNESS: tenant B time to Ready: alone {:.1}s, next to {BOMBS} CPU-bomb releases in A \
@@ -99,7 +119,14 @@ async fn a_cpu_bomb_tenant_does_not_starve_another_namespace() {
         with_bombs.as_secs_f64()
     );
     // The bombs really are running and failing on the render deadline.
-    wait_rel(&a.client, &a.name, "bomb-0", "the bomb times out", reason_is_rel("RenderFailed")).await;
+    wait_rel(
+        &a.client,
+        &a.name,
+        "bomb-0",
+        "the bomb times out",
+        reason_is_rel("RenderFailed"),
+    )
+    .await;
     // Before the fix B waited for a whole render deadline (the bombs held every worker).
     assert!(
         with_bombs < RENDER_TIMEOUT,
@@ -110,7 +137,10 @@ async fn a_cpu_bomb_tenant_does_not_starve_another_namespace() {
 
 /// A ValidatingAdmissionPolicy that denies every status write of the ModuleReleases in
 /// `ns`, and its binding.
-async fn deny_status_writes(client: &Client, ns: &str) -> impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + use<> {
+async fn deny_status_writes(
+    client: &Client,
+    ns: &str,
+) -> impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + use<> {
     let gvk = |kind: &str| GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
     let policy_ar = ApiResource::from_gvk(&gvk("ValidatingAdmissionPolicy"));
     let binding_ar = ApiResource::from_gvk(&gvk("ValidatingAdmissionPolicyBinding"));
@@ -139,8 +169,14 @@ async fn deny_status_writes(client: &Client, ns: &str) -> impl Fn() -> std::pin:
     .unwrap();
     let policies = Api::<DynamicObject>::all_with(client.clone(), &policy_ar);
     let bindings = Api::<DynamicObject>::all_with(client.clone(), &binding_ar);
-    policies.create(&PostParams::default(), &policy).await.unwrap();
-    bindings.create(&PostParams::default(), &binding).await.unwrap();
+    policies
+        .create(&PostParams::default(), &policy)
+        .await
+        .unwrap();
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
     move || {
         let (policies, bindings, name) = (policies.clone(), bindings.clone(), name.clone());
         Box::pin(async move {
@@ -186,7 +222,12 @@ async fn a_failing_status_write_backs_off_and_recovers() {
     let before = op.rt.clients.counts();
     create_mr(
         &ns.client,
-        &module_release(&ns.name, "web", json!({}), json!({"serviceAccountName": "deployer"})),
+        &module_release(
+            &ns.name,
+            "web",
+            json!({}),
+            json!({"serviceAccountName": "deployer"}),
+        ),
     )
     .await;
     tokio::time::sleep(WATCH).await;
@@ -201,17 +242,29 @@ async fn a_failing_status_write_backs_off_and_recovers() {
          {} Apply effects; requests: {} writes, {} reads/dry-runs, {} events",
         failed.len(),
         WATCH.as_secs(),
-        intervals.iter().map(|s| format!("{s:.1}")).collect::<Vec<_>>(),
+        intervals
+            .iter()
+            .map(|s| format!("{s:.1}"))
+            .collect::<Vec<_>>(),
         applies,
         counts.writes(),
         counts.get,
         counts.events,
     );
-    assert!(failed.len() >= 3, "the policy blocks the status writes: {failed:?}");
+    assert!(
+        failed.len() >= 3,
+        "the policy blocks the status writes: {failed:?}"
+    );
     // 5, 10, 20 … (a 5s loop would show ten attempts here).
-    assert!(failed.len() <= 5, "status writes retried too often: {intervals:?}");
+    assert!(
+        failed.len() <= 5,
+        "status writes retried too often: {intervals:?}"
+    );
     for w in intervals.windows(2) {
-        assert!(w[1] > w[0] * 1.5, "the retry intervals must grow: {intervals:?}");
+        assert!(
+            w[1] > w[0] * 1.5,
+            "the retry intervals must grow: {intervals:?}"
+        );
     }
     let key = ReleaseKey {
         kind: Kind::ModuleRelease,
@@ -234,7 +287,14 @@ async fn a_failing_status_write_backs_off_and_recovers() {
         json!({"metadata": {"annotations": {REQUESTED_AT_ANNOTATION: "now"}}}),
     )
     .await;
-    let done = wait_mr(&ns.client, &ns.name, "web", "Ready after the policy is gone", is_ready_mr).await;
+    let done = wait_mr(
+        &ns.client,
+        &ns.name,
+        "web",
+        "Ready after the policy is gone",
+        is_ready_mr,
+    )
+    .await;
     assert_eq!(done.status.unwrap().failure_counters.reconcile, 0);
     assert_eq!(op.rt.unpersisted.get(&key), None);
     op.stop().await;
@@ -266,10 +326,16 @@ async fn healthz_fails_while_the_work_queue_is_stuck() {
         &ns.client,
         &ns.name,
         "bomb",
-        &[("cue.mod/module.cue", MODULE_CUE.into()), ("release.cue", BOMB_CUE.into())],
+        &[
+            ("cue.mod/module.cue", MODULE_CUE.into()),
+            ("release.cue", BOMB_CUE.into()),
+        ],
     )
     .await;
-    let healthy = release_package("ok", &json!({"c": {"cm": configmap("ok", json!({"k": "v"}))}}));
+    let healthy = release_package(
+        "ok",
+        &json!({"c": {"cm": configmap("ok", json!({"k": "v"}))}}),
+    );
     pkg.publish(&ns.client, &ns.name, "ok", &healthy).await;
     let op = Operator::start(env, &ns.name, |args| {
         args.concurrency = 1;
@@ -277,12 +343,23 @@ async fn healthz_fails_while_the_work_queue_is_stuck() {
         args.health_stall_timeout = Duration::from_secs(3);
     })
     .await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let addr = format!("127.0.0.1:{port}");
-    let server = tokio::spawn(opm_operator::endpoints::serve(addr.parse().unwrap(), op.rt.clone()));
+    let server = tokio::spawn(opm_operator::endpoints::serve(
+        addr.parse().unwrap(),
+        op.rt.clone(),
+    ));
     let sa = json!({"serviceAccountName": "deployer", "timeout": "30s"});
     let ok = release(&ns.name, "ok", "ok", ".", sa.clone());
-    create_rel(&ns.client, &release(&ns.name, "bomb", "bomb", ".", sa.clone())).await;
+    create_rel(
+        &ns.client,
+        &release(&ns.name, "bomb", "bomb", ".", sa.clone()),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     create_rel(&ns.client, &ok).await;
     let start = Instant::now();
@@ -301,11 +378,25 @@ async fn healthz_fails_while_the_work_queue_is_stuck() {
         start.elapsed().as_secs_f64(),
         stuck_body.lines().last().unwrap_or_default()
     );
-    assert!(stuck_body.contains("queued and none has made progress"), "{stuck_body}");
+    assert!(
+        stuck_body.contains("queued and none has made progress"),
+        "{stuck_body}"
+    );
     assert!(http_get(&addr, "/readyz").await.starts_with("HTTP/1.1 200"));
     // The bomb hits its render deadline, the waiting release runs: healthy again.
-    wait_rel(&ns.client, &ns.name, "ok", "the waiting release converges", is_ready_rel).await;
-    assert!(http_get(&addr, "/healthz").await.starts_with("HTTP/1.1 200"));
+    wait_rel(
+        &ns.client,
+        &ns.name,
+        "ok",
+        "the waiting release converges",
+        is_ready_rel,
+    )
+    .await;
+    assert!(
+        http_get(&addr, "/healthz")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
     server.abort();
     op.stop().await;
 }
