@@ -127,9 +127,10 @@ async fn a_cpu_bomb_tenant_does_not_starve_another_namespace() {
         reason_is_rel("RenderFailed"),
     )
     .await;
-    // Before the fix B waited for a whole render deadline (the bombs held every worker).
+    // Before the fix B waited for the first bomb to hit its render deadline (9.4s here:
+    // the bombs held every worker); now it runs at once on a worker A may not take.
     assert!(
-        with_bombs < RENDER_TIMEOUT,
+        with_bombs < RENDER_TIMEOUT / 2,
         "B waited {with_bombs:?} behind tenant A's bombs (alone: {alone:?})"
     );
     op.stop().await;
