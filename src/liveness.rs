@@ -49,7 +49,7 @@ impl std::fmt::Display for Unhealthy {
             }
             Unhealthy::QueueStuck { waiting, for_ } => write!(
                 f,
-                "{waiting} attempts are queued and none has made progress for {}s",
+                "{waiting} attempt(s) queued and none has made progress for {}s",
                 for_.as_secs()
             ),
         }
