@@ -268,7 +268,25 @@ async fn admitted(
         slot = gate.acquire(&key.namespace) => slot,
         () = ctx.shutdown.clone() => return Ok(Action::await_change()),
     };
-    let result = AssertUnwindSafe(reconcile(stored, was_ready, ctx.clone()))
+    let result = contain_panics(&key, reconcile(stored, was_ready, ctx.clone())).await;
+    drop(slot);
+    let mut errors = ctx.errors.lock().unwrap_or_else(|p| p.into_inner());
+    if result.is_ok() {
+        errors.remove(&key);
+    } else {
+        *errors.entry(key).or_insert(0) += 1;
+    }
+    result
+}
+
+/// Runs an attempt's future; a panic inside it becomes [`DriverError::Panicked`] (logged,
+/// then retried with backoff by [`error_policy`]) instead of unwinding through the
+/// controller and ending the process.
+async fn contain_panics<T>(
+    key: &ReleaseKey,
+    attempt: impl Future<Output = Result<T, DriverError>>,
+) -> Result<T, DriverError> {
+    AssertUnwindSafe(attempt)
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| {
@@ -281,15 +299,7 @@ async fn admitted(
                 "the attempt panicked; it is retried with backoff"
             );
             Err(DriverError::Panicked(message))
-        });
-    drop(slot);
-    let mut errors = ctx.errors.lock().unwrap_or_else(|p| p.into_inner());
-    if result.is_ok() {
-        errors.remove(&key);
-    } else {
-        *errors.entry(key).or_insert(0) += 1;
-    }
-    result
+        })
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -517,5 +527,34 @@ async fn drain<T, E: std::fmt::Display>(
             Ok(obj) => on_item(obj),
             Err(e) => tracing::debug!(error = %e, "trigger watch error"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> ReleaseKey {
+        ReleaseKey {
+            kind: opm_core::Kind::Release,
+            namespace: "a".into(),
+            name: "r".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_attempt_fails_alone() {
+        let got = contain_panics::<()>(&key(), async {
+            // What `Duration::mul_f64` did with a 5124095576030431h interval.
+            let _ = Duration::from_secs(u64::MAX).mul_f64(1.05);
+            Ok(())
+        })
+        .await;
+        match got {
+            Err(DriverError::Panicked(m)) => assert!(m.contains("too big"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // The next attempt on the same task runs normally.
+        assert!(contain_panics(&key(), async { Ok(1) }).await.is_ok());
     }
 }
