@@ -401,3 +401,57 @@ async fn healthz_fails_while_the_work_queue_is_stuck() {
     server.abort();
     op.stop().await;
 }
+
+/// Issue 13 item 3: `interval: "5124095576030431h"` parsed, and the success requeue's jitter
+/// (`Duration::mul_f64`) panicked, ending the controllers. Now the CRD may refuse it (over
+/// 24h); if it is accepted, the release converges, its requeue is clamped, and the
+/// operator keeps reconciling others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_interval_never_crashes_the_operator() {
+    let (env, ns) = namespace().await;
+    deployer(&ns.client, &ns.name).await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    let huge = module_release(
+        &ns.name,
+        "huge",
+        json!({}),
+        json!({"serviceAccountName": "deployer", "interval": "5124095576030431h"}),
+    );
+    let created = Api::<opm_core::api::ModuleRelease>::namespaced(ns.client.clone(), &ns.name)
+        .create(&PostParams::default(), &huge)
+        .await;
+    match created {
+        Err(kube::Error::Api(s)) if s.code == 422 => {
+            println!("HUGE INTERVAL: refused by the CRD: {}", s.message);
+        }
+        Err(e) => panic!("unexpected error creating the release: {e}"),
+        Ok(_) => {
+            wait_mr(
+                &ns.client,
+                &ns.name,
+                "huge",
+                "the huge-interval release Ready",
+                is_ready_mr,
+            )
+            .await;
+            println!("HUGE INTERVAL: accepted by the CRD; the release went Ready");
+        }
+    }
+    // The operator is alive: another release still converges.
+    let next = module_release(
+        &ns.name,
+        "next",
+        json!({}),
+        json!({"serviceAccountName": "deployer"}),
+    );
+    create_mr(&ns.client, &next).await;
+    wait_mr(
+        &ns.client,
+        &ns.name,
+        "next",
+        "a release after the huge one",
+        is_ready_mr,
+    )
+    .await;
+    op.stop().await;
+}
