@@ -435,6 +435,18 @@ async fn a_huge_interval_never_crashes_the_operator() {
             )
             .await;
             println!("HUGE INTERVAL: accepted by the CRD; the release went Ready");
+            // Each successful attempt draws a fresh jitter (the old code panicked on about
+            // half of them): a few on-demand reconciles.
+            for i in 0..3 {
+                patch_mr(
+                    &ns.client,
+                    &ns.name,
+                    "huge",
+                    json!({"metadata": {"annotations": {REQUESTED_AT_ANNOTATION: format!("{i}")}}}),
+                )
+                .await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
         }
     }
     // The operator is alive: another release still converges.
