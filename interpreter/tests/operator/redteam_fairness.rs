@@ -298,6 +298,8 @@ async fn a_failing_status_write_backs_off_and_recovers() {
     .await;
     assert_eq!(done.status.unwrap().failure_counters.reconcile, 0);
     assert_eq!(op.rt.unpersisted.get(&key), None);
+    // The core replays every attempt: the counter it saw is in the recorded input.
+    assert!(op.replay_traces() >= 1);
     op.stop().await;
 }
 
