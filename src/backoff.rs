@@ -26,9 +26,44 @@ pub fn compute_backoff(n: i64) -> Duration {
     BASE_DELAY.saturating_mul(1u32 << exp).min(MAX_DELAY)
 }
 
+/// `delay`, raised to the server's `Retry-After` when `error` is a 429 that carried one
+/// (SPEC §24: a 429 with `Retry-After` waits at least that long), and at most
+/// [`STALLED_RECHECK`] so a hostile or broken header cannot park a release for days.
+pub fn honour_retry_after(delay: Duration, error: &crate::ApiError) -> Duration {
+    match error {
+        crate::ApiError::TooManyRequests {
+            retry_after_secs: Some(s),
+            ..
+        } => delay.max(Duration::from_secs(*s).min(STALLED_RECHECK)),
+        _ => delay,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retry_after_raises_the_delay_within_bounds() {
+        let busy = |s| crate::ApiError::TooManyRequests {
+            message: "slow down".into(),
+            retry_after_secs: s,
+        };
+        assert_eq!(
+            honour_retry_after(BASE_DELAY, &busy(Some(42))),
+            Duration::from_secs(42)
+        );
+        assert_eq!(honour_retry_after(MAX_DELAY, &busy(Some(1))), MAX_DELAY);
+        assert_eq!(honour_retry_after(BASE_DELAY, &busy(None)), BASE_DELAY);
+        assert_eq!(
+            honour_retry_after(BASE_DELAY, &busy(Some(u64::MAX))),
+            STALLED_RECHECK
+        );
+        let other = crate::ApiError::Unavailable {
+            message: "x".into(),
+        };
+        assert_eq!(honour_retry_after(BASE_DELAY, &other), BASE_DELAY);
+    }
 
     #[test]
     fn backoff_sequence_matches_spec() {

@@ -139,7 +139,13 @@ pub enum ApiError {
     Unavailable { message: String },
     /// 429.
     #[error("too many requests: {message}")]
-    TooManyRequests { message: String },
+    TooManyRequests {
+        message: String,
+        /// The server's `Retry-After` (`details.retryAfterSeconds`), when it sent one: a
+        /// retry waits at least this long (SPEC §24).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_secs: Option<u64>,
+    },
     /// The request (or a wait such as CRD establishment) ran out of time.
     #[error("timeout: {message}")]
     Timeout { message: String },

@@ -122,6 +122,7 @@ fn apply_server_errors_are_transient() {
         },
         ApiError::TooManyRequests {
             message: "slow down".into(),
+            retry_after_secs: None,
         },
         ApiError::Timeout {
             message: "deadline".into(),

@@ -28,7 +28,10 @@ fn api_error(c: u8) -> ApiError {
         2 => ApiError::Conflict { message },
         3 => ApiError::Invalid { message },
         4 => ApiError::Unavailable { message },
-        5 => ApiError::TooManyRequests { message },
+        5 => ApiError::TooManyRequests {
+            message,
+            retry_after_secs: None,
+        },
         6 => ApiError::Timeout { message },
         _ => ApiError::Other { code: 418, message },
     }

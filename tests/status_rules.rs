@@ -222,6 +222,34 @@ fn status_patch_failure_is_transient() {
     assert_eq!(r.events().last().unwrap().event_type, EventType::Warning);
 }
 
+/// A status write refused with 429 and `Retry-After` waits at least that long; the backoff
+/// grows with the failure counter the interpreter feeds (kept in memory while no write lands).
+#[test]
+fn status_patch_failure_backs_off_and_honours_retry_after() {
+    let canned = Canned {
+        patch: Err(opm_core::ApiError::TooManyRequests {
+            message: "slow down".into(),
+            retry_after_secs: Some(42),
+        }),
+        ..Default::default()
+    };
+    let r = run_mr(&Config::default(), module_release(), &canned);
+    assert_eq!(r.requeue, Some(secs(42)));
+    let canned = Canned {
+        patch: Err(opm_core::ApiError::Invalid {
+            message: "denied by policy".into(),
+        }),
+        ..Default::default()
+    };
+    let mut mr = module_release();
+    mr.status
+        .get_or_insert_with(Default::default)
+        .failure_counters
+        .reconcile = 3;
+    let r = run_mr(&Config::default(), mr, &canned);
+    assert_eq!(r.requeue, Some(secs(40)), "n = 4: 5s · 2^3");
+}
+
 #[test]
 fn on_demand_request_is_recorded_even_on_noop() {
     let (mut mr, _) = applied_module_release(&Canned::default());

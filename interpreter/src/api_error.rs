@@ -7,7 +7,19 @@ use opm_core::ApiError;
 /// `Unavailable`, a status-less failure is `Other { code: 0 }`).
 pub fn from_kube(err: &kube::Error) -> ApiError {
     match err {
-        kube::Error::Api(status) => from_status(status.code, &status.message),
+        kube::Error::Api(status) => match from_status(status.code, &status.message) {
+            // kube does not surface the `Retry-After` header, but the API server repeats it
+            // in the Status body as `details.retryAfterSeconds`.
+            ApiError::TooManyRequests { message, .. } => ApiError::TooManyRequests {
+                message,
+                retry_after_secs: status
+                    .details
+                    .as_ref()
+                    .map(|d| u64::from(d.retry_after_seconds))
+                    .filter(|s| *s > 0),
+            },
+            other => other,
+        },
         kube::Error::HyperError(e) => ApiError::Unavailable {
             message: e.to_string(),
         },
@@ -34,7 +46,10 @@ pub fn from_status(code: u16, message: &str) -> ApiError {
         404 => ApiError::NotFound { message },
         409 => ApiError::Conflict { message },
         422 => ApiError::Invalid { message },
-        429 => ApiError::TooManyRequests { message },
+        429 => ApiError::TooManyRequests {
+            message,
+            retry_after_secs: None,
+        },
         408 | 504 => ApiError::Timeout { message },
         500..=599 => ApiError::Unavailable { message },
         code => ApiError::Other { code, message },

@@ -4,11 +4,13 @@
 //! (generation, the on-demand annotation, deletion and finalizer changes, any annotation on
 //! a deleting release), so a status write never triggers a reconcile of its own.
 
+use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::future::Future;
 use std::hash::{Hash, Hasher};
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::channel::mpsc;
@@ -22,10 +24,12 @@ use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use opm_core::api::{ModuleRelease, Release};
 use opm_core::constants::{FLUX_SOURCE_API_VERSION, REQUESTED_AT_ANNOTATION, SOURCE_KINDS};
+use opm_core::fairness::Limits;
 use opm_core::outcome::reasons;
 use opm_core::{ReleaseKey, ReleaseObject};
 use serde_json::Value;
 
+use crate::admission::Admission;
 use crate::driver::{self, DriverError, Runtime};
 
 /// A shutdown signal both controllers and the trigger tasks can wait on.
@@ -44,6 +48,8 @@ pub struct Settings {
     pub concurrency: u16,
     /// `--watch-label-selector`.
     pub label_selector: Option<String>,
+    /// `--max-concurrent-per-namespace`; `None` = half of `concurrency`, at least 1.
+    pub max_concurrent_per_namespace: Option<u16>,
 }
 
 /// How long after a ServiceAccount appears the releases waiting for it are retried.
@@ -56,6 +62,13 @@ struct Ctx {
     rel_store: Store<Release>,
     mr_tx: mpsc::UnboundedSender<ObjectRef<ModuleRelease>>,
     rel_tx: mpsc::UnboundedSender<ObjectRef<Release>>,
+    /// Per-kind fair gates (`--concurrency`, `--max-concurrent-per-namespace`).
+    mr_gate: Arc<Admission>,
+    rel_gate: Arc<Admission>,
+    /// Attempts that failed outside the core, consecutively, per release: drives the
+    /// backoff of [`error_policy`].
+    errors: Mutex<HashMap<ReleaseKey, i64>>,
+    shutdown: Shutdown,
 }
 
 /// Hash of what should start an attempt.
@@ -97,9 +110,11 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
     let client = rt.clients.operator();
     let wc = watcher_config(&settings);
 
+    let health = rt.health.clone();
     let (mr_reader, mr_writer) = reflector::store::<ModuleRelease>();
     let mr_stream = watcher(Api::<ModuleRelease>::all(client.clone()), wc.clone())
         .default_backoff()
+        .map(heartbeat(&health, "ModuleRelease"))
         .modify(drop_managed_fields)
         .reflect(mr_writer)
         .applied_objects()
@@ -107,6 +122,7 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
     let (rel_reader, rel_writer) = reflector::store::<Release>();
     let rel_stream = watcher(Api::<Release>::all(client.clone()), wc)
         .default_backoff()
+        .map(heartbeat(&health, "Release"))
         .modify(drop_managed_fields)
         .reflect(rel_writer)
         .applied_objects()
@@ -114,27 +130,48 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
 
     let (mr_tx, mr_rx) = mpsc::unbounded();
     let (rel_tx, rel_rx) = mpsc::unbounded();
+    let limits = Limits::with_default_per_namespace(
+        usize::from(settings.concurrency),
+        settings.max_concurrent_per_namespace.map(usize::from),
+    );
+    let mr_gate = Admission::new(limits, health.clone());
+    let rel_gate = Admission::new(limits, health.clone());
+    health.add_gate(mr_gate.clone());
+    health.add_gate(rel_gate.clone());
+    tracing::info!(
+        concurrency = limits.total,
+        per_namespace = limits.per_namespace,
+        "attempt slots per kind"
+    );
     let ctx = Arc::new(Ctx {
         rt: rt.clone(),
         mr_store: mr_reader.clone(),
         rel_store: rel_reader.clone(),
         mr_tx,
         rel_tx,
+        mr_gate,
+        rel_gate,
+        errors: Mutex::new(HashMap::new()),
+        shutdown: shutdown.clone(),
     });
 
-    let config = kube::runtime::Config::default().concurrency(settings.concurrency);
+    // Unbounded here: the admission gates bound attempts, fairly across namespaces
+    // (kube-runtime still runs at most one attempt per release at a time).
+    let config = kube::runtime::Config::default().concurrency(0);
     let mr = Controller::for_stream(mr_stream, mr_reader)
         .with_config(config.clone())
         .reconcile_on(mr_rx)
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_mr, error_policy, ctx.clone())
-        .for_each(|r| async move { log_result(r) });
+        .for_each(|r| async move { log_result(r) })
+        .then(ended(&health, "ModuleRelease", shutdown.clone()));
     let rel = Controller::for_stream(rel_stream, rel_reader)
         .with_config(config)
         .reconcile_on(rel_rx)
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_rel, error_policy, ctx.clone())
-        .for_each(|r| async move { log_result(r) });
+        .for_each(|r| async move { log_result(r) })
+        .then(ended(&health, "Release", shutdown.clone()));
 
     let sa = tokio::spawn(watch_service_accounts(ctx.clone()));
     let mut sources = Vec::new();
@@ -156,6 +193,35 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
     tracing::info!("controllers stopped");
 }
 
+/// Feeds a watch stream's items to the `/healthz` heartbeats.
+fn heartbeat<T, E>(
+    health: &Arc<crate::health::Health>,
+    name: &'static str,
+) -> impl FnMut(Result<T, E>) -> Result<T, E> + use<T, E> {
+    let health = health.clone();
+    health.watch_started(name);
+    move |item| {
+        health.watch_item(name, item.is_ok());
+        item
+    }
+}
+
+/// Marks watch `name` ended when its loop returns before shutdown was asked for.
+fn ended(
+    health: &Arc<crate::health::Health>,
+    name: &'static str,
+    shutdown: Shutdown,
+) -> impl FnOnce(()) -> futures::future::Ready<()> + use<> {
+    let health = health.clone();
+    move |()| {
+        if shutdown.peek().is_none() {
+            tracing::error!(watch = name, "a controller loop ended");
+            health.watch_ended(name);
+        }
+        futures::future::ready(())
+    }
+}
+
 fn log_result<T: std::fmt::Debug, E: std::fmt::Display>(r: Result<T, E>) {
     match r {
         Ok(o) => tracing::trace!(object = ?o, "reconciled"),
@@ -165,12 +231,83 @@ fn log_result<T: std::fmt::Debug, E: std::fmt::Display>(r: Result<T, E>) {
 
 async fn reconcile_mr(obj: Arc<ModuleRelease>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
     let was_ready = is_ready(obj.status.as_ref());
-    reconcile(ReleaseObject::ModuleRelease((*obj).clone()), was_ready, ctx).await
+    let gate = ctx.mr_gate.clone();
+    admitted(
+        &gate,
+        ReleaseObject::ModuleRelease((*obj).clone()),
+        was_ready,
+        ctx,
+    )
+    .await
 }
 
 async fn reconcile_rel(obj: Arc<Release>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
     let was_ready = is_ready(obj.status.as_ref());
-    reconcile(ReleaseObject::Release((*obj).clone()), was_ready, ctx).await
+    let gate = ctx.rel_gate.clone();
+    admitted(
+        &gate,
+        ReleaseObject::Release((*obj).clone()),
+        was_ready,
+        ctx,
+    )
+    .await
+}
+
+/// Waits for a fair slot, then runs the attempt. A shutdown while waiting drops the wait
+/// (the attempt never started; the next process picks the release up). A panic anywhere
+/// in the attempt fails only this attempt: it is retried with backoff, and the process
+/// and the other attempts go on.
+async fn admitted(
+    gate: &Arc<Admission>,
+    stored: ReleaseObject,
+    was_ready: bool,
+    ctx: Arc<Ctx>,
+) -> Result<Action, DriverError> {
+    let key = stored.key();
+    let slot = tokio::select! {
+        slot = gate.acquire(&key.namespace) => slot,
+        () = ctx.shutdown.clone() => return Ok(Action::await_change()),
+    };
+    let result = contain_panics(&key, reconcile(stored, was_ready, ctx.clone())).await;
+    drop(slot);
+    let mut errors = ctx.errors.lock().unwrap_or_else(|p| p.into_inner());
+    if result.is_ok() {
+        errors.remove(&key);
+    } else {
+        *errors.entry(key).or_insert(0) += 1;
+    }
+    result
+}
+
+/// Runs an attempt's future; a panic inside it becomes [`DriverError::Panicked`] (logged,
+/// then retried with backoff by [`error_policy`]) instead of unwinding through the
+/// controller and ending the process.
+async fn contain_panics<T>(
+    key: &ReleaseKey,
+    attempt: impl Future<Output = Result<T, DriverError>>,
+) -> Result<T, DriverError> {
+    AssertUnwindSafe(attempt)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            let message = panic_message(panic.as_ref());
+            tracing::error!(
+                kind = key.kind.as_str(),
+                namespace = %key.namespace,
+                name = %key.name,
+                panic = %message,
+                "the attempt panicked; it is retried with backoff"
+            );
+            Err(DriverError::Panicked(message))
+        })
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
 fn is_ready(status: Option<&opm_core::api::ReleaseStatus>) -> bool {
@@ -199,9 +336,32 @@ async fn reconcile(
     })
 }
 
-fn error_policy<K>(_obj: Arc<K>, err: &DriverError, _ctx: Arc<Ctx>) -> Action {
-    tracing::warn!(error = %err, kind = err.metric_label(), "attempt could not run; retrying");
-    Action::requeue(Duration::from_secs(5))
+/// An attempt that failed outside the core (read error, protocol error, panic) is retried
+/// with the §5 backoff of its consecutive such failures (5s, 10s … 5m), kept in memory.
+fn error_policy<K: Resource<DynamicType = ()>>(
+    obj: Arc<K>,
+    err: &DriverError,
+    ctx: Arc<Ctx>,
+) -> Action {
+    let n = opm_core::Kind::parse(&K::kind(&()))
+        .map(|kind| ReleaseKey {
+            kind,
+            namespace: obj.meta().namespace.clone().unwrap_or_default(),
+            name: obj.meta().name.clone().unwrap_or_default(),
+        })
+        .and_then(|key| {
+            let errors = ctx.errors.lock().unwrap_or_else(|p| p.into_inner());
+            errors.get(&key).copied()
+        })
+        .unwrap_or(1);
+    let delay = opm_core::backoff::compute_backoff(n);
+    tracing::warn!(
+        error = %err,
+        kind = err.metric_label(),
+        retry_in = ?delay,
+        "attempt could not run; retrying"
+    );
+    Action::requeue(delay)
 }
 
 /// The keys a release's `dependsOn` names, with defaults filled in.
@@ -260,6 +420,7 @@ async fn watch_service_accounts(ctx: Arc<Ctx>) {
     };
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
+        .map(heartbeat(&ctx.rt.health, "ServiceAccount"))
         .applied_objects()
         .predicate_filter(uid, PredicateConfig::default());
     drain(stream, |sa: ServiceAccount| {
@@ -301,6 +462,7 @@ async fn watch_service_accounts(ctx: Arc<Ctx>) {
         });
     })
     .await;
+    ctx.rt.health.watch_ended("ServiceAccount");
 }
 
 async fn source_kind_served(rt: &Runtime, kind: &str) -> bool {
@@ -331,6 +493,7 @@ async fn watch_source(ctx: Arc<Ctx>, kind: &'static str) {
         .add_source_store(kind, ar.clone(), writer.as_reader());
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
+        .map(heartbeat(&ctx.rt.health, kind))
         .reflect(writer)
         .applied_objects()
         .predicate_filter(artifact, PredicateConfig::default());
@@ -351,6 +514,7 @@ async fn watch_source(ctx: Arc<Ctx>, kind: &'static str) {
         }
     })
     .await;
+    ctx.rt.health.watch_ended(kind);
 }
 
 async fn drain<T, E: std::fmt::Display>(
@@ -363,5 +527,34 @@ async fn drain<T, E: std::fmt::Display>(
             Ok(obj) => on_item(obj),
             Err(e) => tracing::debug!(error = %e, "trigger watch error"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> ReleaseKey {
+        ReleaseKey {
+            kind: opm_core::Kind::Release,
+            namespace: "a".into(),
+            name: "r".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_attempt_fails_alone() {
+        let got = contain_panics::<()>(&key(), async {
+            // What `Duration::mul_f64` did with a 5124095576030431h interval.
+            let _ = Duration::from_secs(u64::MAX).mul_f64(1.05);
+            Ok(())
+        })
+        .await;
+        match got {
+            Err(DriverError::Panicked(m)) => assert!(m.contains("too big"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // The next attempt on the same task runs normally.
+        assert!(contain_panics(&key(), async { Ok(1) }).await.is_ok());
     }
 }

@@ -56,6 +56,11 @@ pub struct Runtime {
     /// Versions of the objects we manage (saves drift dry-runs and first GETs).
     pub watch: ObjectWatch,
     pub drift_stats: drift::DriftStats,
+    /// `/healthz` heartbeats.
+    pub health: Arc<crate::health::Health>,
+    /// Consecutive failed attempts whose status could not be written (SPEC §24): the core
+    /// sees them as the persisted `failureCounters.reconcile` until a write lands.
+    pub unpersisted: Unpersisted,
     attempt_ids: AtomicU64,
 }
 
@@ -67,10 +72,19 @@ impl Runtime {
         traces: Option<crate::trace_sink::TraceSink>,
     ) -> Arc<Self> {
         let operator = clients.operator();
+        // Events get a client with its own rate limiter: a burst of events never delays a
+        // status write (issue 13 item 5).
+        let events = match clients.operator_events() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "building the events client failed; sharing the operator's");
+                operator.clone()
+            }
+        };
         Arc::new(Self {
             config,
             resolver: Resolver::new(operator.clone()),
-            events: EventSink::new(operator.clone()),
+            events: EventSink::new(events),
             metrics: Metrics::default(),
             clients,
             local,
@@ -79,6 +93,8 @@ impl Runtime {
             observed: Observed::default(),
             watch: ObjectWatch::new(operator),
             drift_stats: drift::DriftStats::default(),
+            health: Arc::default(),
+            unpersisted: Unpersisted::default(),
             attempt_ids: AtomicU64::new(0),
         })
     }
@@ -101,6 +117,9 @@ pub enum DriverError {
     Read(#[source] kube::Error),
     #[error("the core refused an input: {0}")]
     Protocol(#[from] opm_core::InputError),
+    /// A bug: the attempt panicked. Only this attempt fails; it is retried with backoff.
+    #[error("the attempt panicked: {0}")]
+    Panicked(String),
 }
 
 impl DriverError {
@@ -109,6 +128,7 @@ impl DriverError {
         match self {
             DriverError::Read(_) => "read",
             DriverError::Protocol(_) => "protocol",
+            DriverError::Panicked(_) => "panic",
         }
     }
 }
@@ -158,12 +178,19 @@ async fn drive(
     stored: Option<ReleaseObject>,
     trace: &mut Trace<'_>,
 ) -> Result<Finished, DriverError> {
-    let object = match rt.observed.usable(key, stored) {
+    let mut object = match rt.observed.usable(key, stored) {
         Some(o) => Some(o),
         None => releases::read(rt.clients.operator(), key)
             .await
             .map_err(DriverError::Read)?,
     };
+    if let Some(obj) = &mut object {
+        rt.unpersisted.overlay(key, obj);
+    }
+    let counted = object
+        .as_ref()
+        .and_then(ReleaseObject::status)
+        .map_or(0, |s| s.failure_counters.reconcile);
     let regarding = object.as_ref().map(releases::object_ref);
     let known = object.as_ref().map(|o| o.meta().clone());
     let gone = object.is_none();
@@ -207,6 +234,7 @@ async fn drive(
                 rt.metrics.forget(key);
                 rt.observed.forget(key);
             }
+            rt.unpersisted.record(key, &reason, counted, gone);
             return Ok(Finished {
                 requeue_after: requeue_after.map(|d| jitter(outcome, d)),
                 outcome,
@@ -235,6 +263,7 @@ async fn drive(
             Ok(r) => r,
             Err(_) => timed_out(&last),
         };
+        rt.health.progress();
         let input = Input::new(Timestamp::now(), result);
         trace.input(&input);
         batch = attempt.step(input)?;
@@ -247,12 +276,77 @@ fn remaining(deadline: Timestamp) -> Duration {
     Duration::from_millis(left.max(0) as u64)
 }
 
-/// ±5 % on success requeues only (SPEC §5).
+/// The longest requeue the driver schedules: the CRD refuses an `interval` over 24h, and
+/// a longer one (an old object, a CRD without the rule) must not overflow a timer.
+pub const MAX_REQUEUE: Duration = Duration::from_secs(24 * 3600);
+
+/// ±5 % on success requeues only (SPEC §5), clamped to [`MAX_REQUEUE`].
 fn jitter(outcome: Outcome, d: Duration) -> Duration {
+    jitter_with(outcome, d, fastrand::f64())
+}
+
+/// [`jitter`] with the random draw `r` in `[0, 1)` given. Never panics: any `d` and any
+/// `r` (NaN, infinite, negative) give a duration of at most [`MAX_REQUEUE`].
+pub fn jitter_with(outcome: Outcome, d: Duration, r: f64) -> Duration {
+    let d = d.min(MAX_REQUEUE);
     if outcome.is_failure() {
         return d;
     }
-    d.mul_f64(0.95 + fastrand::f64() * 0.1)
+    let r = if r.is_finite() {
+        r.clamp(0.0, 1.0)
+    } else {
+        0.5
+    };
+    Duration::try_from_secs_f64(d.as_secs_f64() * (0.95 + r * 0.1))
+        .unwrap_or(d)
+        .min(MAX_REQUEUE)
+}
+
+/// Per release: the count of consecutive failed attempts not yet persisted because their
+/// status write (or finalizer patch) failed. Without it every such attempt computes the
+/// backoff from the same stale persisted counter, so a write that keeps failing retried
+/// every 5s forever, each time re-running the dry-runs. The core still decides the delay
+/// (`compute_backoff` of the counter it sees); this only feeds it the true count.
+#[derive(Default)]
+pub struct Unpersisted {
+    counts: std::sync::Mutex<std::collections::HashMap<ReleaseKey, i64>>,
+}
+
+impl Unpersisted {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<ReleaseKey, i64>> {
+        self.counts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Raises the observed `failureCounters.reconcile` to the count kept in memory.
+    pub fn overlay(&self, key: &ReleaseKey, obj: &mut ReleaseObject) {
+        let Some(n) = self.lock().get(key).copied() else {
+            return;
+        };
+        let status = match obj {
+            ReleaseObject::ModuleRelease(o) => o.status.get_or_insert_with(Default::default),
+            ReleaseObject::Release(o) => o.status.get_or_insert_with(Default::default),
+        };
+        let c = &mut status.failure_counters.reconcile;
+        *c = (*c).max(n);
+    }
+
+    /// After an attempt that saw `counted` failures: one that could not write its status
+    /// adds one in memory; any other exit wrote (or needed no write) and clears it.
+    pub fn record(&self, key: &ReleaseKey, reason: &str, counted: i64, gone: bool) {
+        use opm_core::outcome::reasons;
+        let mut counts = self.lock();
+        if !gone && (reason == reasons::STATUS_PATCH_FAILED || reason == reasons::FINALIZER_FAILED)
+        {
+            counts.insert(key.clone(), counted.saturating_add(1));
+        } else {
+            counts.remove(key);
+        }
+    }
+
+    /// The count kept for `key`, if any.
+    pub fn get(&self, key: &ReleaseKey) -> Option<i64> {
+        self.lock().get(key).copied()
+    }
 }
 
 async fn fire_and_forget(
@@ -613,5 +707,92 @@ impl<'a> Trace<'a> {
         {
             tracing::warn!(error = %e, "writing the trace failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_never_panics_and_is_clamped() {
+        let huge = Duration::from_secs(5_124_095_576_030_431 * 3600);
+        for d in [
+            Duration::ZERO,
+            Duration::from_secs(300),
+            huge,
+            Duration::MAX,
+        ] {
+            for r in [0.0, 0.5, 0.999_999, 1.0, -1.0, 2.0, f64::NAN, f64::INFINITY] {
+                for outcome in [Outcome::Applied, Outcome::NoOp, Outcome::FailedTransient] {
+                    assert!(jitter_with(outcome, d, r) <= MAX_REQUEUE, "{d:?} {r}");
+                }
+            }
+        }
+        assert_eq!(
+            jitter_with(Outcome::Applied, Duration::MAX, 0.5),
+            MAX_REQUEUE,
+            "5124095576030431h is clamped to 24h"
+        );
+    }
+
+    #[test]
+    fn jitter_is_five_percent_on_successes_only() {
+        let d = Duration::from_secs(100);
+        assert_eq!(
+            jitter_with(Outcome::Applied, d, 0.0),
+            Duration::from_secs(95)
+        );
+        assert_eq!(jitter_with(Outcome::NoOp, d, 1.0), Duration::from_secs(105));
+        assert_eq!(jitter_with(Outcome::FailedTransient, d, 0.0), d);
+        assert_eq!(
+            jitter_with(Outcome::FailedStalled, Duration::MAX, 0.0),
+            MAX_REQUEUE
+        );
+    }
+
+    fn key() -> ReleaseKey {
+        ReleaseKey {
+            kind: opm_core::Kind::ModuleRelease,
+            namespace: "a".into(),
+            name: "web".into(),
+        }
+    }
+
+    #[test]
+    fn unpersisted_failures_count_up_until_a_write_lands() {
+        use opm_core::outcome::reasons;
+        let u = Unpersisted::default();
+        let k = key();
+        let mut obj: ReleaseObject = serde_json::from_value(serde_json::json!({
+            "moduleRelease": {
+                "apiVersion": "releases.opmodel.dev/v1alpha1", "kind": "ModuleRelease",
+                "metadata": {"name": "web", "namespace": "a"},
+                "spec": {"module": {"path": "example.com/m@v0", "version": "v0.1.0"}}
+            }
+        }))
+        .unwrap();
+        u.overlay(&k, &mut obj);
+        assert!(
+            obj.status().is_none(),
+            "nothing kept: the object is untouched"
+        );
+        for n in 0..4 {
+            u.record(&k, reasons::STATUS_PATCH_FAILED, n, false);
+            assert_eq!(u.get(&k), Some(n + 1));
+        }
+        u.overlay(&k, &mut obj);
+        assert_eq!(obj.status().unwrap().failure_counters.reconcile, 4);
+        // The backoff the core computes from it grows: 5s · 2^3.
+        assert_eq!(
+            opm_core::backoff::compute_backoff(4 + 1),
+            Duration::from_secs(80)
+        );
+        u.record(&k, reasons::SUCCEEDED, 4, false);
+        assert_eq!(u.get(&k), None);
+        u.record(&k, reasons::STATUS_PATCH_FAILED, i64::MAX, false);
+        assert_eq!(u.get(&k), Some(i64::MAX));
+        u.record(&k, reasons::STATUS_PATCH_FAILED, 3, true);
+        assert_eq!(u.get(&k), None, "a gone release keeps nothing");
     }
 }

@@ -172,6 +172,12 @@ impl Clients {
         self.operator.clone()
     }
 
+    /// The operator's identity on a client with its own rate limiter (for events, so they
+    /// never queue behind or in front of status writes); its requests are counted too.
+    pub fn operator_events(&self) -> Result<Client, kube::Error> {
+        limited_client(self.config.clone(), self.counts.clone(), self.limit)
+    }
+
     pub fn counts(&self) -> CountSnapshot {
         self.counts.snapshot()
     }

@@ -20,6 +20,7 @@ pub mod release_path;
 pub mod render;
 pub mod rendered;
 
+pub mod admission;
 pub mod api_error;
 pub mod apply;
 pub mod controller;
@@ -32,6 +33,7 @@ pub mod dynamic;
 pub mod endpoints;
 pub mod events;
 pub mod finalizer;
+pub mod health;
 pub mod impersonate;
 pub mod leader;
 pub mod live_cache;

@@ -111,6 +111,14 @@ pub struct RunArgs {
     /// this long (plus one retry period) after the leader dies. Renewed every third of it.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     pub leader_elect_lease_duration: Duration,
+    /// Attempts in flight per namespace, per kind; other namespaces' attempts go first while
+    /// one is at it (SPEC §24). Default: half of `--concurrency`, at least 1.
+    #[arg(long)]
+    pub max_concurrent_per_namespace: Option<u16>,
+    /// `/healthz` fails when a watch has failed this long, or attempts are queued and none
+    /// has started or finished an effect for this long (SPEC §22).
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    pub health_stall_timeout: Duration,
 }
 
 /// How long in-flight attempts may run after SIGTERM (within Kubernetes' default 30s
@@ -211,7 +219,9 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
         burst: args.kube_api_burst,
     };
     let clients = Clients::with_limit(kube_config, Some(limit))?;
-    Ok(Runtime::new(config, clients, local, traces))
+    let rt = Runtime::new(config, clients, local, traces);
+    rt.health.set_stall_timeout(args.health_stall_timeout);
+    Ok(rt)
 }
 
 /// Ctrl-C or SIGTERM.
@@ -250,6 +260,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let settings = Settings {
         concurrency: args.concurrency,
         label_selector: args.watch_label_selector.clone(),
+        max_concurrent_per_namespace: args.max_concurrent_per_namespace,
     };
     let mut addrs: Vec<SocketAddr> = Vec::new();
     for addr in [&args.metrics_bind_address, &args.health_probe_bind_address] {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::api::{HistoryEntry, ReleaseStatus};
-use crate::backoff::compute_backoff;
+use crate::backoff::{compute_backoff, honour_retry_after};
 use crate::conditions::{FALSE, TRUE, k8s_time};
 use crate::constants::conditions as ct;
 use crate::effect::{Effect, Event, EventType, Metric};
@@ -299,12 +299,17 @@ impl Attempt {
     pub(super) fn finalizer_failed(&mut self, e: &ApiError) {
         let note = format!("updating the finalizer failed: {e}");
         self.event(EventType::Warning, reasons::FINALIZER_FAILED, &note);
-        let n = self.ctx.persisted.failure_counters.reconcile + 1;
+        let n = self
+            .ctx
+            .persisted
+            .failure_counters
+            .reconcile
+            .saturating_add(1);
         let metrics = vec![self.reconcile_metric(Outcome::FailedTransient)];
         self.emit_done(DoneInfo {
             outcome: Outcome::FailedTransient,
             reason: reasons::FINALIZER_FAILED,
-            requeue: Some(compute_backoff(n)),
+            requeue: Some(honour_retry_after(compute_backoff(n), e)),
             metrics,
         });
     }
@@ -337,12 +342,17 @@ impl Attempt {
             Err(e) => {
                 let note = format!("writing the status failed: {e}");
                 self.event(EventType::Warning, reasons::STATUS_PATCH_FAILED, &note);
-                let n = self.ctx.persisted.failure_counters.reconcile + 1;
+                let n = self
+                    .ctx
+                    .persisted
+                    .failure_counters
+                    .reconcile
+                    .saturating_add(1);
                 let metrics = vec![self.reconcile_metric(Outcome::FailedTransient)];
                 self.emit_done(DoneInfo {
                     outcome: Outcome::FailedTransient,
                     reason: reasons::STATUS_PATCH_FAILED,
-                    requeue: Some(compute_backoff(n)),
+                    requeue: Some(honour_retry_after(compute_backoff(n), &e)),
                     metrics,
                 });
             }

@@ -148,6 +148,7 @@ fn fault_error(kind: EffectKind, variant: u8) -> FaultError {
         },
         1 => ApiError::TooManyRequests {
             message: "slow down".into(),
+            retry_after_secs: None,
         },
         2 => ApiError::Forbidden {
             message: "denied by policy".into(),

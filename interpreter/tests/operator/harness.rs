@@ -66,6 +66,8 @@ pub fn default_args(ns: &str) -> RunArgs {
         health_probe_bind_address: "0".into(),
         leader_elect: false,
         leader_elect_lease_duration: opm_operator::leader::LEASE_DURATION,
+        max_concurrent_per_namespace: None,
+        health_stall_timeout: opm_operator::health::DEFAULT_STALL_TIMEOUT,
     }
 }
 
@@ -105,6 +107,7 @@ impl Operator {
         let settings = Settings {
             concurrency: args.concurrency,
             label_selector: args.watch_label_selector.clone(),
+            max_concurrent_per_namespace: args.max_concurrent_per_namespace,
         };
         let shutdown = controller::shutdown_on(async move {
             let _ = rx.await;

@@ -13,6 +13,7 @@ mod lifecycle;
 mod metrics;
 mod process;
 mod rbac;
+mod redteam_fairness;
 mod redteam_ownership;
 mod redteam_tenancy;
 mod security;
