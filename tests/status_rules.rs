@@ -233,7 +233,7 @@ fn status_patch_failure_backs_off_and_honours_retry_after() {
         }),
         ..Default::default()
     };
-    let r = run_mr(&Config::default(), module_release(), &canned);
+    let r = run_mr(&operator_cfg(), module_release(), &canned);
     assert_eq!(r.requeue, Some(secs(42)));
     let canned = Canned {
         patch: Err(opm_core::ApiError::Invalid {
@@ -246,7 +246,7 @@ fn status_patch_failure_backs_off_and_honours_retry_after() {
         .get_or_insert_with(Default::default)
         .failure_counters
         .reconcile = 3;
-    let r = run_mr(&Config::default(), mr, &canned);
+    let r = run_mr(&operator_cfg(), mr, &canned);
     assert_eq!(r.requeue, Some(secs(40)), "n = 4: 5s · 2^3");
 }
 
