@@ -85,6 +85,13 @@ async fn a_cpu_bomb_tenant_does_not_starve_another_namespace() {
         &json!({"c": {"cm": configmap("ok", json!({"k": "v"}))}}),
     );
     pkg.publish(&b.client, &b.name, "ok", &healthy).await;
+    // The second healthy release renders its own ConfigMap: one object has one owner
+    // (SPEC §25), so reusing "ok" would be an OwnershipConflict, not a fairness figure.
+    let healthy2 = release_package(
+        "ok2",
+        &json!({"c": {"cm": configmap("ok2", json!({"k": "v"}))}}),
+    );
+    pkg.publish(&b.client, &b.name, "ok2", &healthy2).await;
     // Default flags but a short render deadline: --concurrency 4, and (after the fix)
     // --max-concurrent-per-namespace defaults to 2.
     let op = Operator::start(env, &a.name, |args| args.render_timeout = RENDER_TIMEOUT).await;
@@ -107,7 +114,7 @@ async fn a_cpu_bomb_tenant_does_not_starve_another_namespace() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     create_rel(
         &b.client,
-        &tenant_release(&a.name, &b.name, "second", "ok", sa.clone()),
+        &tenant_release(&a.name, &b.name, "second", "ok2", sa.clone()),
     )
     .await;
     let with_bombs = time_to_ready(&b.client, &b.name, "second").await;
