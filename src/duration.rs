@@ -65,7 +65,11 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
         for d in frac.chars() {
             scale /= 10;
             let digit = u128::from(d.to_digit(10).ok_or_else(|| err("bad fraction"))?);
-            part += digit * scale;
+            // `whole * nanos_per` may already sit just below `u128::MAX`: checked, so a
+            // hostile string is an error, never an overflow panic.
+            part = part
+                .checked_add(digit * scale)
+                .ok_or_else(|| err("number too large"))?;
         }
         total = total
             .checked_add(part)

@@ -71,6 +71,7 @@ pub mod impersonation;
 pub mod input;
 pub mod inventory;
 pub mod machine;
+pub mod names;
 pub mod object;
 pub mod outcome;
 pub mod prune;

@@ -32,6 +32,7 @@ pub mod dynamic;
 pub mod endpoints;
 pub mod events;
 pub mod finalizer;
+pub mod flags;
 pub mod impersonate;
 pub mod leader;
 pub mod live_cache;

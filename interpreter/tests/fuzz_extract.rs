@@ -376,6 +376,7 @@ fn worker(seed: u64, cases: u64) -> Tally {
         let limits = ExtractLimits {
             max_entries: u64::from(input.max_entries.max(1)),
             max_bytes: u64::from(input.max_bytes.max(1)),
+            ..ExtractLimits::default()
         };
         std::fs::write(&s.archive, &bytes).unwrap();
         reset(&s.dest);

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::api::{
     InventoryEntry, ModuleRef, ReleaseCommon, ReleaseStatus, SourceRef, SourceStatus,
 };
-use crate::backoff::{DEFAULT_INTERVAL, DEFAULT_TIMEOUT, MIN_INTERVAL};
+use crate::backoff::{DEFAULT_INTERVAL, DEFAULT_TIMEOUT, MAX_INTERVAL, MAX_TIMEOUT, MIN_INTERVAL};
 use crate::conditions::Conditions;
 use crate::constants::{FINALIZER, ORPHAN_ANNOTATION, REQUESTED_AT_ANNOTATION};
 use crate::effect::{Deletion, Impersonation};
@@ -106,8 +106,11 @@ impl Ctx {
         };
         let persisted = obj.status().cloned().unwrap_or_default();
         let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).cloned();
-        let interval = parse_or(common.interval.as_deref(), DEFAULT_INTERVAL).max(MIN_INTERVAL);
-        let timeout = parse_or(common.timeout.as_deref(), DEFAULT_TIMEOUT);
+        // Clamped to SPEC §24's bounds: a value the CRD should have refused never becomes a
+        // requeue or deadline the interpreter cannot add to a clock.
+        let interval = parse_or(common.interval.as_deref(), DEFAULT_INTERVAL)
+            .clamp(MIN_INTERVAL, MAX_INTERVAL);
+        let timeout = parse_or(common.timeout.as_deref(), DEFAULT_TIMEOUT).min(MAX_TIMEOUT);
         let uuid = crate::render_value::release_uuid(key.kind, &key.namespace, &key.name);
         Ctx {
             generation: meta.generation.unwrap_or(0),

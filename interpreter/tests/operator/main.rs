@@ -13,6 +13,7 @@ mod lifecycle;
 mod metrics;
 mod process;
 mod rbac;
+mod redteam_inputs;
 mod security;
 #[path = "../support/mod.rs"]
 mod support;
