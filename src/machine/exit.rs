@@ -300,7 +300,12 @@ impl Attempt {
     pub(super) fn finalizer_failed(&mut self, e: &ApiError) {
         let note = format!("updating the finalizer failed: {e}");
         self.event(EventType::Warning, reasons::FINALIZER_FAILED, &note);
-        let n = self.ctx.persisted.failure_counters.reconcile + 1;
+        let n = self
+            .ctx
+            .persisted
+            .failure_counters
+            .reconcile
+            .saturating_add(1);
         let metrics = vec![self.reconcile_metric(Outcome::FailedTransient)];
         self.emit_done(DoneInfo {
             outcome: Outcome::FailedTransient,
@@ -338,7 +343,12 @@ impl Attempt {
             Err(e) => {
                 let note = format!("writing the status failed: {e}");
                 self.event(EventType::Warning, reasons::STATUS_PATCH_FAILED, &note);
-                let n = self.ctx.persisted.failure_counters.reconcile + 1;
+                let n = self
+                    .ctx
+                    .persisted
+                    .failure_counters
+                    .reconcile
+                    .saturating_add(1);
                 let metrics = vec![self.reconcile_metric(Outcome::FailedTransient)];
                 self.emit_done(DoneInfo {
                     outcome: Outcome::FailedTransient,
