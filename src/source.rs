@@ -246,7 +246,8 @@ mod tests {
         let mut explicit = sref("OCIRepository", "");
         explicit.api_version = "source.toolkit.fluxcd.io/v1".into();
         assert!(locate(&explicit, "demo", false).is_ok());
-        let cases: [(&dyn Fn(&mut SourceRef), &str); 7] = [
+        type Edit<'a> = &'a dyn Fn(&mut SourceRef);
+        let cases: [(Edit<'_>, &str); 7] = [
             (
                 &|r| r.api_version = "v1".into(),
                 "spec.sourceRef.apiVersion \"v1\"",
