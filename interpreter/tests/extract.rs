@@ -651,3 +651,41 @@ fn nothing_is_written_through_a_link_created_earlier_even_a_dangling_one() {
     );
     assert_eq!(err, ExtractError::ThroughLink { name: "l/f".into() });
 }
+
+#[test]
+fn extraction_past_its_deadline_is_a_transient_fetch_failure() {
+    // SPEC §24: extraction runs within --fetch-timeout; over it the attempt is retried
+    // (the archive may be fine, the disk slow), and nothing is left next to the root.
+    let entries: Vec<RawEntry> = (0..2000)
+        .map(|i| file(&format!("d{}/f{i}", i % 50), &[7u8; 4096]))
+        .collect();
+    let bytes = tar_gz(&entries);
+    for limits in [
+        ExtractLimits {
+            timeout: std::time::Duration::ZERO,
+            ..ExtractLimits::default()
+        },
+        ExtractLimits {
+            timeout: std::time::Duration::from_millis(5),
+            ..ExtractLimits::default()
+        },
+    ] {
+        let scene = Scene::new();
+        let t = std::time::Instant::now();
+        let err = scene.run(&bytes, &limits).expect_err("over the deadline");
+        eprintln!(
+            "deadline {:?}: stopped after {:.2?}: {err}",
+            limits.timeout,
+            t.elapsed()
+        );
+        scene.assert_contained();
+        assert!(matches!(err, ExtractError::Deadline { .. }), "{err:?}");
+        assert_eq!(err.class(), FailureClass::Transient);
+        assert_eq!(err.reason(), "FetchFailed");
+        assert!(err.to_string().contains("--fetch-timeout"), "{err}");
+    }
+    // With the default budget the same archive extracts.
+    let scene = Scene::new();
+    let stats = scene.run(&bytes, &ExtractLimits::default()).unwrap();
+    assert_eq!((stats.entries, stats.directories), (2000, 50));
+}
