@@ -43,7 +43,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub watch_label_selector: Option<String>,
     /// Requeue of dependency / source-not-ready waits.
-    #[arg(long, default_value = "30s", value_parser = crate::flags::duration)]
+    #[arg(long, default_value = "30s", value_parser = crate::flags::positive_duration)]
     pub requeue_dependency: Duration,
     /// The `cue` binary.
     #[arg(long, env = "OPM_CUE_BIN", default_value = "cue")]

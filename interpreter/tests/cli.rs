@@ -215,6 +215,8 @@ fn bad_flags_are_a_message_and_exit_2_never_a_panic() {
             "--leader-elect-lease-duration",
         ),
         (vec!["--requeue-dependency", "25h"], "--requeue-dependency"),
+        // A zero requeue would spin every soft-blocked release.
+        (vec!["--requeue-dependency", "0s"], "--requeue-dependency"),
         (vec!["--kube-api-qps", "NaN"], "--kube-api-qps"),
         (vec!["--kube-api-qps", "1e-40"], "--kube-api-qps"),
         (vec!["--kube-api-qps", "inf"], "--kube-api-qps"),
