@@ -14,6 +14,15 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
 pub const MIN_INTERVAL: Duration = Duration::from_secs(10);
 /// Attempt deadline when `spec.timeout` is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Largest `spec.interval` and `spec.timeout` (SPEC §24). The CRD refuses more; the core
+/// clamps what an older CRD (or a stored object from before it) let through, so no requeue,
+/// deadline or timestamp the core computes is ever further away than this.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+/// Largest `spec.timeout` (SPEC §24), clamped like [`MAX_INTERVAL`].
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+/// Longest requeue the core ever asks for: the interpreter may add jitter or a clock reading
+/// to it without any chance of overflow.
+pub const MAX_REQUEUE: Duration = Duration::from_secs(24 * 3600);
 
 /// `ComputeBackoff(n) = min(5s · 2^(n−1), 5m)`, and 5s for `n ≤ 1`, where `n` counts
 /// consecutive failed attempts including this one.

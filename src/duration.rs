@@ -65,7 +65,11 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
         for d in frac.chars() {
             scale /= 10;
             let digit = u128::from(d.to_digit(10).ok_or_else(|| err("bad fraction"))?);
-            part += digit * scale;
+            // `whole * nanos_per` may already sit just below `u128::MAX`: checked, so a
+            // hostile string is an error, never an overflow panic.
+            part = part
+                .checked_add(digit * scale)
+                .ok_or_else(|| err("number too large"))?;
         }
         total = total
             .checked_add(part)
@@ -123,6 +127,25 @@ mod tests {
         assert!(parse("5x").is_err());
         assert!(parse("-5s").is_err());
         assert!(parse("99999999999999999999999h").is_err());
+    }
+
+    #[test]
+    fn overflowing_input_is_an_error_never_a_panic() {
+        // `u128::MAX / 1000` microseconds fill u128 to within 455 ns; a fraction of .9 µs
+        // would overflow the sum.
+        let near = format!("{}.9us", u128::MAX / 1000);
+        assert!(parse(&near).is_err());
+        assert!(parse(&format!("{}ns", u128::MAX)).is_err());
+        assert!(parse(&format!("{}s", u128::from(u64::MAX) + 1)).is_err());
+        // Digits past nanoseconds are dropped, not an overflow.
+        assert_eq!(
+            parse(&format!("1.{}s", "9".repeat(400))),
+            Ok(Duration::new(1, 999_999_999))
+        );
+        assert!(parse(&"9".repeat(400)).is_err());
+        assert!(parse("1.2.3s").is_err());
+        // The issue 13 value parses (the CRD refuses it; the core clamps it).
+        assert!(parse("5124095576030431h").is_ok());
     }
 
     #[test]

@@ -37,7 +37,8 @@ pub fn stale(previous: &[InventoryEntry], current: &[InventoryEntry]) -> Vec<Inv
 
 /// The inventory recorded after full success: revision + 1, digest, count, entries.
 pub fn next(previous: Option<&Inventory>, entries: Vec<InventoryEntry>) -> Inventory {
-    let revision = previous.map_or(0, |p| p.revision) + 1;
+    // Saturating: a stored status is input like any other (`i64::MAX` must not panic).
+    let revision = previous.map_or(0, |p| p.revision).saturating_add(1);
     Inventory {
         revision,
         digest: digest::inventory(&entries),

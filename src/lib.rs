@@ -73,6 +73,7 @@ pub mod input;
 pub mod inventory;
 pub mod liveness;
 pub mod machine;
+pub mod names;
 pub mod object;
 pub mod outcome;
 pub mod ownership;

@@ -140,7 +140,7 @@ impl Failure {
     /// Requeue delay; `failures` is `failureCounters.reconcile` after this attempt.
     pub fn requeue(&self, failures: i64, dependency_requeue: Duration) -> Duration {
         match self.class {
-            FailureClass::SoftBlocked => dependency_requeue,
+            FailureClass::SoftBlocked => dependency_requeue.min(crate::backoff::MAX_REQUEUE),
             FailureClass::Transient => compute_backoff(failures),
             FailureClass::Stalled => STALLED_RECHECK,
         }

@@ -8,12 +8,58 @@ use crate::effect::SourceLocator;
 use crate::input::{FetchError, RenderError, SourceError};
 use crate::outcome::{Failure, reasons};
 
+/// A spec value for a message: quoted with escapes (a NUL or an RTL mark shows as such) and
+/// cut at 64 characters, since it may be anything an older CRD let through.
+fn shown(v: &str) -> String {
+    let cut: String = v.chars().take(64).collect();
+    if cut.len() < v.len() {
+        format!("{cut:?}…")
+    } else {
+        format!("{cut:?}")
+    }
+}
+
+/// `sourceRef.apiVersion`, `name` and `namespace` must be able to name a Flux source. The CRD
+/// refuses other values (SPEC §16); this stalls an object stored before it did, with the
+/// field named, rather than sending a request that can only fail.
+fn check_source_ref(r: &SourceRef) -> Result<(), Failure> {
+    let bad = |field: &str, value: &str, want: &str| {
+        Err(Failure::stalled(
+            reasons::SOURCE_NOT_READY,
+            format!("spec.sourceRef.{field} {} is invalid: {want}", shown(value)),
+        ))
+    };
+    if !r.api_version.is_empty() && r.api_version != FLUX_SOURCE_API_VERSION {
+        return bad(
+            "apiVersion",
+            &r.api_version,
+            "the only supported source API is source.toolkit.fluxcd.io/v1 (or leave it empty)",
+        );
+    }
+    if !crate::names::is_dns1123_subdomain(&r.name) {
+        return bad(
+            "name",
+            &r.name,
+            "a source name is a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)",
+        );
+    }
+    if !r.namespace.is_empty() && !crate::names::is_dns1123_label(&r.namespace) {
+        return bad(
+            "namespace",
+            &r.namespace,
+            "a namespace is a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters)",
+        );
+    }
+    Ok(())
+}
+
 /// The Flux source of a Release, checked against kind and cross-namespace policy.
 pub fn locate(
     source_ref: &SourceRef,
     release_namespace: &str,
     allow_cross_namespace: bool,
 ) -> Result<SourceLocator, Failure> {
+    check_source_ref(source_ref)?;
     if !SOURCE_KINDS.contains(&source_ref.kind.as_str()) {
         return Err(Failure::stalled(
             reasons::SOURCE_NOT_READY,
@@ -188,6 +234,45 @@ mod tests {
         let e = locate(&sref("Bucket", "flux-system"), "demo", false).unwrap_err();
         assert_eq!(e.reason, reasons::CROSS_NAMESPACE_REF_DENIED);
         assert!(locate(&sref("GitRepository", "flux-system"), "demo", true).is_ok());
+    }
+
+    #[test]
+    fn source_refs_that_can_name_no_flux_source_stall_with_the_field_named() {
+        let with = |f: &dyn Fn(&mut SourceRef)| {
+            let mut r = sref("OCIRepository", "");
+            f(&mut r);
+            locate(&r, "demo", true)
+        };
+        let mut explicit = sref("OCIRepository", "");
+        explicit.api_version = "source.toolkit.fluxcd.io/v1".into();
+        assert!(locate(&explicit, "demo", false).is_ok());
+        type Edit<'a> = &'a dyn Fn(&mut SourceRef);
+        let cases: [(Edit<'_>, &str); 7] = [
+            (
+                &|r| r.api_version = "v1".into(),
+                "spec.sourceRef.apiVersion \"v1\"",
+            ),
+            (
+                &|r| r.api_version = "source.toolkit.fluxcd.io/v1beta2".into(),
+                "spec.sourceRef.apiVersion",
+            ),
+            (&|r| r.name = String::new(), "spec.sourceRef.name \"\""),
+            (&|r| r.name = "../../etc".into(), "spec.sourceRef.name"),
+            (&|r| r.name = "repo\u{0}x".into(), "\\0"),
+            (&|r| r.name = "a".repeat(300), "…"),
+            (
+                &|r| r.namespace = "Other NS".into(),
+                "spec.sourceRef.namespace",
+            ),
+        ];
+        for (edit, want) in cases {
+            let e = with(edit).unwrap_err();
+            assert_eq!(
+                (e.reason, e.class),
+                (reasons::SOURCE_NOT_READY, FailureClass::Stalled)
+            );
+            assert!(e.message.contains(want), "{want:?} in {}", e.message);
+        }
     }
 
     #[test]

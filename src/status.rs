@@ -35,7 +35,12 @@ pub fn update_counters(
 
 /// Prepends `entry` with `sequence` = max + 1 and keeps the newest ten.
 pub fn push_history(history: &mut Vec<HistoryEntry>, mut entry: HistoryEntry) {
-    entry.sequence = history.iter().map(|h| h.sequence).max().unwrap_or(0) + 1;
+    entry.sequence = history
+        .iter()
+        .map(|h| h.sequence)
+        .max()
+        .unwrap_or(0)
+        .saturating_add(1);
     entry.message = truncate(&entry.message, HISTORY_MESSAGE_MAX);
     history.insert(0, entry);
     history.truncate(HISTORY_CAP);

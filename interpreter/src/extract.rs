@@ -6,6 +6,12 @@
 //! files are opened with `O_EXCL`), links are checked again physically once everything is on
 //! disk, and both the entry count and the bytes actually written are capped so a bomb stops at
 //! the cap rather than at a full disk.
+//!
+//! The entry cap counts what lands on disk, not just what the archive lists: every
+//! directory a deep name implies counts like an entry, and names deeper than
+//! [`DEFAULT_MAX_DEPTH`] are refused, so 100 entries cannot become 100 000 directories
+//! (SPEC §24). Extraction runs against a deadline (`--fetch-timeout`): a slow disk or a
+//! costly archive is a transient `FetchFailed`, never a worker held for ever.
 
 use std::cell::Cell;
 use std::ffi::OsStr;
@@ -15,13 +21,24 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use crate::fetch::FailureClass;
 
 /// SPEC §2: extracted-size cap.
 pub const DEFAULT_MAX_EXTRACTED_BYTES: u64 = 256 * 1024 * 1024;
-/// SPEC §2: entry cap.
+/// SPEC §2: entry cap. Files, directories (also those only implied by a deeper name) and
+/// links all count.
 pub const DEFAULT_MAX_ENTRIES: u64 = 10_000;
+/// SPEC §24: path components an entry's name may have.
+pub const DEFAULT_MAX_DEPTH: usize = 64;
+/// SPEC §24: extraction runs within `--fetch-timeout` (its default here).
+pub const DEFAULT_EXTRACT_TIMEOUT: Duration = crate::fetch::DEFAULT_FETCH_TIMEOUT;
+/// Links followed while resolving one symlink (Linux's own limit, MAXSYMLINKS).
+const MAX_LINK_HOPS: u32 = 40;
+/// Path components walked while resolving one symlink: a chain of long targets could
+/// otherwise cost millions of `lstat`s per link.
+const MAX_RESOLVE_STEPS: u32 = 4096;
 /// Tar framing (headers, padding, long-name records) allowed on top of the content cap when
 /// bounding the decompressed stream; generous for 10 000 entries of normal tar overhead.
 const TAR_FRAMING_ALLOWANCE: u64 = 32 * 1024 * 1024;
@@ -35,9 +52,15 @@ const MAX_PATH_BYTES: usize = 2048;
 /// Caps applied while extracting.
 #[derive(Debug, Clone)]
 pub struct ExtractLimits {
+    /// Archive entries plus the directories their names imply.
     pub max_entries: u64,
     /// Bytes written to disk, counted as they are written (not as the archive claims).
     pub max_bytes: u64,
+    /// Path components of an entry's (normalised) name.
+    pub max_depth: usize,
+    /// Wall-clock budget of one extraction, checked between entries, directories and
+    /// 64 KiB writes.
+    pub timeout: Duration,
 }
 
 impl Default for ExtractLimits {
@@ -45,6 +68,8 @@ impl Default for ExtractLimits {
         Self {
             max_entries: DEFAULT_MAX_ENTRIES,
             max_bytes: DEFAULT_MAX_EXTRACTED_BYTES,
+            max_depth: DEFAULT_MAX_DEPTH,
+            timeout: DEFAULT_EXTRACT_TIMEOUT,
         }
     }
 }
@@ -62,7 +87,10 @@ pub enum ArchiveFormat {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExtractStats {
     pub format: ArchiveFormat,
+    /// Archive entries processed.
     pub entries: u64,
+    /// Directories created (named by an entry or implied by a deeper name).
+    pub directories: u64,
     pub bytes: u64,
 }
 
@@ -86,8 +114,21 @@ pub enum ExtractError {
     HardLink { name: String },
     #[error("archive entry {name:?} is a {kind}, which is not allowed")]
     SpecialFile { name: String, kind: String },
-    #[error("archive has more than {limit} entries")]
+    #[error(
+        "archive has more than {limit} entries (files, directories and links all count, also \
+         directories implied by deeper names)"
+    )]
     TooManyEntries { limit: u64 },
+    #[error("archive entry {name:?} is nested deeper than {limit} directories")]
+    TooDeep { name: String, limit: usize },
+    #[error("archive symlink {name:?} is part of a loop or of a chain too long to resolve")]
+    LinkLoop { name: String },
+    /// Extraction took longer than its budget; the archive may be fine, the disk slow.
+    #[error(
+        "artifact extraction did not finish within {}s (--fetch-timeout) after {entries} entries",
+        after.as_secs_f64()
+    )]
+    Deadline { after: Duration, entries: u64 },
     #[error("archive expands to more than {limit} bytes")]
     TooLarge { limit: u64 },
     #[error("archive is corrupt or truncated: {detail}")]
@@ -100,7 +141,8 @@ pub enum ExtractError {
 impl ExtractError {
     pub fn class(&self) -> FailureClass {
         match self {
-            Self::Io { .. } => FailureClass::Transient,
+            Self::Io { .. } | Self::Deadline { .. } => FailureClass::Transient,
+            Self::TooDeep { .. } | Self::LinkLoop { .. } => FailureClass::Stalled,
             Self::UnknownFormat
             | Self::AbsoluteName { .. }
             | Self::EscapingName { .. }
@@ -166,7 +208,10 @@ pub fn extract(
     let mut sink = Sink {
         root,
         limits,
+        deadline: Instant::now().checked_add(limits.timeout),
         entries: 0,
+        implied_dirs: 0,
+        directories: 0,
         bytes: 0,
         links: Vec::new(),
     };
@@ -178,23 +223,37 @@ pub fn extract(
     Ok(ExtractStats {
         format,
         entries: sink.entries,
+        directories: sink.directories,
         bytes: sink.bytes,
     })
 }
 
-/// Bounds a decompressed stream; `hit` tells a cap error apart from a corrupt stream after
-/// the error has passed through the tar reader.
+/// Which bound a [`CappedReader`] hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hit {
+    Size,
+    Deadline,
+}
+
+/// Bounds a decompressed stream in size and time; `hit` tells a cap error apart from a
+/// corrupt stream after the error has passed through the tar reader (which also reads long
+/// name and header records the entry loop never sees).
 struct CappedReader<R> {
     inner: R,
     remaining: u64,
-    hit: Rc<Cell<bool>>,
+    deadline: Option<Instant>,
+    hit: Rc<Cell<Option<Hit>>>,
 }
 
 impl<R: Read> Read for CappedReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.deadline.is_some_and(|d| Instant::now() > d) {
+            self.hit.set(Some(Hit::Deadline));
+            return Err(io::Error::other("extraction deadline passed"));
+        }
         let n = self.inner.read(buf)?;
         if n as u64 > self.remaining {
-            self.hit.set(true);
+            self.hit.set(Some(Hit::Size));
             return Err(io::Error::other("decompressed stream exceeds the cap"));
         }
         self.remaining -= n as u64;
@@ -203,27 +262,33 @@ impl<R: Read> Read for CappedReader<R> {
 }
 
 fn extract_tar_gz(archive: &Path, sink: &mut Sink<'_>) -> Result<(), ExtractError> {
-    let hit = Rc::new(Cell::new(false));
+    let hit = Rc::new(Cell::new(None));
     let file = File::open(archive).map_err(local_io)?;
     let reader = CappedReader {
         inner: flate2::read::GzDecoder::new(BufReader::new(file)),
         remaining: sink.limits.max_bytes.saturating_add(TAR_FRAMING_ALLOWANCE),
+        deadline: sink.deadline,
         hit: hit.clone(),
     };
     let limit = sink.limits.max_bytes;
-    let read_err = |e: io::Error| {
-        if hit.get() {
-            ExtractError::TooLarge { limit }
-        } else {
-            ExtractError::Corrupt {
-                detail: e.to_string(),
-            }
-        }
+    let after = sink.limits.timeout;
+    let entries_seen = Rc::new(Cell::new(0u64));
+    let seen = entries_seen.clone();
+    let read_err = move |e: io::Error| match hit.get() {
+        Some(Hit::Size) => ExtractError::TooLarge { limit },
+        Some(Hit::Deadline) => ExtractError::Deadline {
+            after,
+            entries: seen.get(),
+        },
+        None => ExtractError::Corrupt {
+            detail: e.to_string(),
+        },
     };
     let mut tar = tar::Archive::new(reader);
-    for entry in tar.entries().map_err(read_err)? {
-        let mut entry = entry.map_err(read_err)?;
+    for entry in tar.entries().map_err(&read_err)? {
+        let mut entry = entry.map_err(&read_err)?;
         sink.count_entry()?;
+        entries_seen.set(sink.entries);
         let name = OsStr::from_bytes(&entry.path_bytes()).to_owned();
         let shown = name.to_string_lossy().into_owned();
         let kind = entry.header().entry_type();
@@ -243,7 +308,7 @@ fn extract_tar_gz(archive: &Path, sink: &mut Sink<'_>) -> Result<(), ExtractErro
             // Old tar writers mark directories only by the trailing slash.
             T::Regular | T::Directory => {
                 if let Some(rel) = sink.entry_path(&name)? {
-                    sink.make_dirs(&rel, &shown)?;
+                    sink.make_dirs(&rel, &shown, true)?;
                 }
             }
             T::Symlink => {
@@ -285,7 +350,7 @@ fn extract_tar_gz(archive: &Path, sink: &mut Sink<'_>) -> Result<(), ExtractErro
     // The tar reader stops at the end-of-archive marker; reading the rest makes the gzip
     // decoder check its trailer, so a truncated or corrupted stream is refused.
     let mut rest = tar.into_inner();
-    io::copy(&mut rest, &mut io::sink()).map_err(read_err)?;
+    io::copy(&mut rest, &mut io::sink()).map_err(&read_err)?;
     Ok(())
 }
 
@@ -323,7 +388,7 @@ fn extract_zip(archive: &Path, sink: &mut Sink<'_>) -> Result<(), ExtractError> 
             sink.make_symlink(&rel, &shown, Path::new(OsStr::from_bytes(&target)))?;
         } else if entry.is_dir() || file_type == 0o040_000 {
             if let Some(rel) = rel {
-                sink.make_dirs(&rel, &shown)?;
+                sink.make_dirs(&rel, &shown, true)?;
             }
         } else if file_type == 0o020_000 || file_type == 0o060_000 {
             return Err(ExtractError::SpecialFile {
@@ -354,17 +419,46 @@ fn extract_zip(archive: &Path, sink: &mut Sink<'_>) -> Result<(), ExtractError> 
 struct Sink<'a> {
     root: PathBuf,
     limits: &'a ExtractLimits,
+    /// `None` only when the budget does not fit in an `Instant` (no deadline then).
+    deadline: Option<Instant>,
     entries: u64,
+    /// Directories created that no entry of their own named: they count against the entry
+    /// cap on top of `entries`.
+    implied_dirs: u64,
+    directories: u64,
     bytes: u64,
-    links: Vec<(PathBuf, String, String)>,
+    links: Vec<Link>,
+}
+
+/// A symlink written during extraction, checked again once every entry is on disk.
+struct Link {
+    full: PathBuf,
+    rel: PathBuf,
+    name: String,
+    target: String,
 }
 
 impl Sink<'_> {
     fn count_entry(&mut self) -> Result<(), ExtractError> {
         self.entries += 1;
-        if self.entries > self.limits.max_entries {
+        self.check_caps()
+    }
+
+    /// The entry cap over entries plus implied directories, and the deadline.
+    fn check_caps(&self) -> Result<(), ExtractError> {
+        if self.entries.saturating_add(self.implied_dirs) > self.limits.max_entries {
             return Err(ExtractError::TooManyEntries {
                 limit: self.limits.max_entries,
+            });
+        }
+        self.check_deadline()
+    }
+
+    fn check_deadline(&self) -> Result<(), ExtractError> {
+        if self.deadline.is_some_and(|d| Instant::now() > d) {
+            return Err(ExtractError::Deadline {
+                after: self.limits.timeout,
+                entries: self.entries,
             });
         }
         Ok(())
@@ -392,14 +486,28 @@ impl Sink<'_> {
         {
             return Err(ExtractError::NameTooLong { name: shown() });
         }
+        if rel.components().count() > self.limits.max_depth {
+            // The name is long by construction; its start says which entry it is.
+            let full = shown();
+            let mut name: String = full.chars().take(96).collect();
+            if name.len() < full.len() {
+                name.push('…');
+            }
+            return Err(ExtractError::TooDeep {
+                name,
+                limit: self.limits.max_depth,
+            });
+        }
         Ok((!rel.as_os_str().is_empty()).then_some(rel))
     }
 
     /// Creates every component of `rel` as a real directory, refusing to pass through a link
-    /// or a file.
-    fn make_dirs(&self, rel: &Path, shown: &str) -> Result<(), ExtractError> {
+    /// or a file. Each directory created counts against the entry cap, except the last when
+    /// `named` (the entry itself is that directory and was counted already).
+    fn make_dirs(&mut self, rel: &Path, shown: &str, named: bool) -> Result<(), ExtractError> {
         let mut cur = self.root.clone();
-        for comp in rel.components() {
+        let last = rel.components().count();
+        for (i, comp) in rel.components().enumerate() {
             cur.push(comp);
             match fs::symlink_metadata(&cur) {
                 Ok(m) if m.file_type().is_dir() => {}
@@ -414,7 +522,13 @@ impl Sink<'_> {
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    if !(named && i + 1 == last) {
+                        self.implied_dirs += 1;
+                    }
+                    // Counted before it is made: the cap bounds what is on disk.
+                    self.check_caps()?;
                     fs::create_dir(&cur).map_err(local_io)?;
+                    self.directories += 1;
                 }
                 Err(e) => return Err(local_io(e)),
             }
@@ -424,9 +538,9 @@ impl Sink<'_> {
 
     /// Prepares the parent of `rel` and clears a previous regular file of the same name (tar
     /// allows later entries to replace earlier ones); anything else in the way is refused.
-    fn prepare_leaf(&self, rel: &Path, shown: &str) -> Result<PathBuf, ExtractError> {
+    fn prepare_leaf(&mut self, rel: &Path, shown: &str) -> Result<PathBuf, ExtractError> {
         if let Some(parent) = rel.parent() {
-            self.make_dirs(parent, shown)?;
+            self.make_dirs(parent, shown, false)?;
         }
         let full = self.root.join(rel);
         match fs::symlink_metadata(&full) {
@@ -472,6 +586,7 @@ impl Sink<'_> {
                     limit: self.limits.max_bytes,
                 });
             }
+            self.check_deadline()?;
             out.write_all(&buf[..n]).map_err(local_io)?;
         }
         Ok(())
@@ -496,32 +611,115 @@ impl Sink<'_> {
         }
         let full = self.prepare_leaf(rel, shown)?;
         std::os::unix::fs::symlink(target, &full).map_err(local_io)?;
-        self.links.push((
+        self.links.push(Link {
             full,
-            shown.to_owned(),
-            target.to_string_lossy().into_owned(),
-        ));
+            rel: rel.to_path_buf(),
+            name: shown.to_owned(),
+            target: target.to_string_lossy().into_owned(),
+        });
         Ok(())
     }
 
     /// The lexical check above cannot see a `..` applied after another link (`a -> .`,
-    /// `b -> a/..`), so once everything exists each link is resolved for real.
+    /// `b -> a/..`), and a physical check cannot see through a link that dangles: `s ->
+    /// up/../x` with `up -> ..` resolves to the root's parent's `x`, harmless until someone
+    /// creates that path. So once everything exists each link is resolved inside the root,
+    /// following the links the archive made and treating what is missing lexically; any
+    /// step above the root refuses the archive.
     fn check_links(&self) -> Result<(), ExtractError> {
-        for (full, name, target) in &self.links {
-            match fs::canonicalize(full) {
-                Ok(resolved) if !resolved.starts_with(&self.root) => {
-                    return Err(ExtractError::EscapingLink {
-                        name: name.clone(),
-                        target: target.clone(),
+        for link in &self.links {
+            self.check_deadline()?;
+            let escaping = || ExtractError::EscapingLink {
+                name: link.name.clone(),
+                target: link.target.clone(),
+            };
+            match resolve_confined(&self.root, &link.rel).map_err(local_io)? {
+                Resolution::Inside => {}
+                Resolution::Escapes => return Err(escaping()),
+                Resolution::TooLong => {
+                    return Err(ExtractError::LinkLoop {
+                        name: link.name.clone(),
                     });
                 }
-                // Dangling or looping links cannot reach anything; path navigation refuses
-                // them later if they are used.
-                _ => {}
+            }
+            // Belt and braces: the kernel's own answer, where there is one.
+            if let Ok(resolved) = fs::canonicalize(&link.full)
+                && !resolved.starts_with(&self.root)
+            {
+                return Err(escaping());
             }
         }
         Ok(())
     }
+}
+
+/// Where resolving a link inside the root ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Resolution {
+    Inside,
+    Escapes,
+    /// More than [`MAX_LINK_HOPS`] links or [`MAX_RESOLVE_STEPS`] components.
+    TooLong,
+}
+
+/// Resolves the symlink at `rel` (relative to `root`) as the kernel would, but never
+/// touching anything outside `root`: a component that is a link is replaced by its target
+/// (an absolute target escapes), a `..` at the root escapes, and from the first missing
+/// component on the rest is applied lexically (what a later-created path would give).
+fn resolve_confined(root: &Path, rel: &Path) -> io::Result<Resolution> {
+    let mut pos: Vec<std::ffi::OsString> = rel
+        .parent()
+        .map(|p| p.components().map(|c| c.as_os_str().to_owned()).collect())
+        .unwrap_or_default();
+    let mut pending: std::collections::VecDeque<std::ffi::OsString> =
+        std::collections::VecDeque::new();
+    pending.push_back(rel.file_name().unwrap_or_default().to_owned());
+    let (mut hops, mut steps, mut missing) = (0u32, 0u32, false);
+    while let Some(comp) = pending.pop_front() {
+        steps += 1;
+        if steps > MAX_RESOLVE_STEPS {
+            return Ok(Resolution::TooLong);
+        }
+        match comp.as_bytes() {
+            b"" | b"." => continue,
+            b".." => {
+                if pos.pop().is_none() {
+                    return Ok(Resolution::Escapes);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        pos.push(comp);
+        if missing {
+            continue;
+        }
+        let full: PathBuf = std::iter::once(root.as_os_str())
+            .chain(pos.iter().map(|c| c.as_os_str()))
+            .collect();
+        match fs::symlink_metadata(&full) {
+            Ok(m) if m.file_type().is_symlink() => {
+                hops += 1;
+                if hops > MAX_LINK_HOPS {
+                    return Ok(Resolution::TooLong);
+                }
+                let target = fs::read_link(&full)?;
+                if target.is_absolute() {
+                    return Ok(Resolution::Escapes);
+                }
+                pos.pop();
+                for c in target.components().rev() {
+                    pending.push_front(c.as_os_str().to_owned());
+                }
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => missing = true,
+            // A file used as a directory: nothing exists below it; go on lexically.
+            Err(e) if e.kind() == io::ErrorKind::NotADirectory => missing = true,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Resolution::Inside)
 }
 
 /// Lexically normalises a relative path; `None` if it climbs above its start.

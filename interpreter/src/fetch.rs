@@ -116,6 +116,61 @@ pub enum FetchError {
     /// The URL is not an http(s) URL.
     #[error("unsupported artifact URL {url:?}: only http and https are fetched")]
     UnsupportedUrl { url: String },
+    /// The server redirected to another origin (or too often). Not followed: the GET runs
+    /// from inside the cluster network, so a redirect must not aim it at another host (a
+    /// metadata service, an internal API). Transient: the source may be fixed.
+    #[error(
+        "artifact download from {url} was redirected to {to}: {why} (redirects are followed \
+         only within the same scheme, host and port, at most {MAX_REDIRECTS} times)"
+    )]
+    Redirect {
+        url: String,
+        to: String,
+        why: &'static str,
+    },
+}
+
+/// Redirects followed within one origin.
+pub const MAX_REDIRECTS: usize = 5;
+
+/// Why a redirect was refused; carried through reqwest's error chain.
+#[derive(Debug, thiserror::Error)]
+#[error("{why}")]
+struct RefusedRedirect {
+    to: String,
+    why: &'static str,
+}
+
+/// Follows a redirect only to the scheme, host and port of the first request, at most
+/// [`MAX_REDIRECTS`] times.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let origin = |u: &reqwest::Url| {
+            (
+                u.scheme().to_owned(),
+                u.host_str().map(str::to_owned),
+                u.port_or_known_default(),
+            )
+        };
+        let same = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| origin(first) == origin(attempt.url()));
+        let to = attempt.url().to_string();
+        if !same {
+            attempt.error(RefusedRedirect {
+                to,
+                why: "another origin",
+            })
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(RefusedRedirect {
+                to,
+                why: "too many redirects",
+            })
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 impl FetchError {
@@ -128,6 +183,7 @@ impl FetchError {
             | Self::Timeout { .. }
             | Self::Truncated { .. }
             | Self::DigestMismatch { .. }
+            | Self::Redirect { .. }
             | Self::Io { .. } => FailureClass::Transient,
             Self::TooLarge { .. }
             | Self::UnsupportedDigest { .. }
@@ -186,7 +242,7 @@ impl Fetcher {
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
             .connect_timeout(config.timeout)
-            .redirect(reqwest::redirect::Policy::limited(5))
+            .redirect(same_origin_redirects())
             .build()
             .map_err(|e| FetchError::Io {
                 detail: format!("building HTTP client: {e}"),
@@ -244,7 +300,13 @@ impl Fetcher {
         tmp_dir: &Path,
     ) -> Result<(NamedTempFile, Sha256Digest, u64), FetchError> {
         let classify = |e: reqwest::Error, received: Option<u64>| -> FetchError {
-            if e.is_timeout() {
+            if let Some(r) = find_source::<RefusedRedirect>(&e) {
+                FetchError::Redirect {
+                    url: url.to_owned(),
+                    to: r.to.clone(),
+                    why: r.why,
+                }
+            } else if e.is_timeout() {
                 FetchError::Timeout {
                     url: url.to_owned(),
                     after: self.config.timeout,
@@ -313,6 +375,20 @@ impl Fetcher {
         }
         Ok((tmp, Sha256Digest(hasher.finalize().into()), received))
     }
+}
+
+/// The first error of type `T` in `e`'s source chain.
+fn find_source<'e, T: std::error::Error + 'static>(
+    e: &'e (dyn std::error::Error + 'static),
+) -> Option<&'e T> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(t) = err.downcast_ref::<T>() {
+            return Some(t);
+        }
+        cur = err.source();
+    }
+    None
 }
 
 /// reqwest's top-level message rarely says what went wrong; the sources do.

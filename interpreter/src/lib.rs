@@ -33,6 +33,7 @@ pub mod dynamic;
 pub mod endpoints;
 pub mod events;
 pub mod finalizer;
+pub mod flags;
 pub mod health;
 pub mod impersonate;
 pub mod leader;

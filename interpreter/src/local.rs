@@ -105,7 +105,9 @@ pub fn fetch_error(e: ArtifactError) -> CoreFetch {
     match e {
         ArtifactError::Fetch(f) => match f {
             FetchError::Connect { .. } => CoreFetch::Connection { message },
-            FetchError::Truncated { .. } | FetchError::Io { .. } => CoreFetch::Io { message },
+            FetchError::Truncated { .. } | FetchError::Io { .. } | FetchError::Redirect { .. } => {
+                CoreFetch::Io { message }
+            }
             FetchError::HttpStatus { status, .. } => CoreFetch::Http { status },
             FetchError::Timeout { .. } => CoreFetch::Timeout,
             FetchError::DigestMismatch { expected, actual } => {
@@ -119,6 +121,8 @@ pub fn fetch_error(e: ArtifactError) -> CoreFetch {
         ArtifactError::Extract(x) => match x {
             // The local disk failed, not the archive: retried.
             ExtractError::Io { .. } => CoreFetch::Io { message },
+            // Over the extraction budget: the disk may be slow, the archive fine.
+            ExtractError::Deadline { .. } => CoreFetch::Io { message },
             ExtractError::TooLarge { .. } | ExtractError::TooManyEntries { .. } => {
                 CoreFetch::TooLarge { message }
             }

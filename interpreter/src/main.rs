@@ -80,18 +80,9 @@ fn default_cue_binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("cue"))
 }
 
-/// `90s`, `5m`, `1h`, `250ms`.
+/// `90s`, `5m`, `1h30m`, `250ms` or plain seconds; more than zero, at most 24h.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" | "" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
-        _ => Err(format!("invalid duration {s:?}: use ms, s, m or h")),
-    }
+    opm_operator::flags::positive_duration(s)
 }
 
 #[tokio::main]

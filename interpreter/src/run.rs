@@ -35,7 +35,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 4)]
     pub concurrency: u16,
     /// ServiceAccount (in the release's namespace) used when `spec.serviceAccountName` is empty.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::dns_subdomain)]
     pub default_service_account: Option<String>,
     /// Allow `dependsOn` and `sourceRef` to name other namespaces.
     #[arg(long)]
@@ -57,7 +57,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub watch_label_selector: Option<String>,
     /// Requeue of dependency / source-not-ready waits.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = crate::flags::positive_duration)]
     pub requeue_dependency: Duration,
     /// The `cue` binary.
     #[arg(long, env = "OPM_CUE_BIN", default_value = "cue")]
@@ -68,17 +68,17 @@ pub struct RunArgs {
     /// Artifact and CUE caches.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// Largest artifact downloaded, in bytes.
-    #[arg(long, default_value_t = crate::fetch::DEFAULT_MAX_ARTIFACT_BYTES)]
+    /// Largest artifact downloaded, in bytes (or with a suffix: `64Mi`).
+    #[arg(long, default_value_t = crate::fetch::DEFAULT_MAX_ARTIFACT_BYTES, value_parser = crate::flags::byte_size)]
     pub max_artifact_bytes: u64,
     /// Largest total size an artifact may extract to, in bytes (SPEC §2, §17).
-    #[arg(long, default_value_t = crate::extract::DEFAULT_MAX_EXTRACTED_BYTES)]
+    #[arg(long, default_value_t = crate::extract::DEFAULT_MAX_EXTRACTED_BYTES, value_parser = crate::flags::byte_size)]
     pub max_extracted_bytes: u64,
-    /// Deadline of one artifact download (SPEC §17).
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    /// Deadline of one artifact download, and separately of its extraction (SPEC §17, §24).
+    #[arg(long, default_value = "60s", value_parser = crate::flags::positive_duration)]
     pub fetch_timeout: Duration,
     /// Deadline of one `cue` run; the child is killed when it passes (SPEC §18).
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = crate::flags::positive_duration)]
     pub render_timeout: Duration,
     /// Write each attempt as JSON lines (inputs and effects; replay with `opm-sim replay`)
     /// into rotating `trace-*.jsonl` files in this directory.
@@ -93,23 +93,23 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Client-side request rate per client (0 = unlimited).
-    #[arg(long, default_value_t = 50.0)]
+    #[arg(long, default_value_t = 50.0, value_parser = crate::flags::qps)]
     pub kube_api_qps: f32,
     /// Requests a client may send at once before the rate applies.
     #[arg(long, default_value_t = 100)]
     pub kube_api_burst: u32,
     /// Prometheus metrics endpoint (`0` disables).
-    #[arg(long, default_value = "0")]
+    #[arg(long, default_value = "0", value_parser = crate::flags::bind_address)]
     pub metrics_bind_address: String,
     /// `/healthz` and `/readyz` (`0` disables).
-    #[arg(long, default_value = "0")]
+    #[arg(long, default_value = "0", value_parser = crate::flags::bind_address)]
     pub health_probe_bind_address: String,
     /// Reconcile only while holding the Lease `opm-operator-leader` in the operator's namespace.
     #[arg(long)]
     pub leader_elect: bool,
     /// How long the leader Lease stays valid without renewal: a standby takes over at most
     /// this long (plus one retry period) after the leader dies. Renewed every third of it.
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, default_value = "15s", value_parser = crate::flags::lease_duration)]
     pub leader_elect_lease_duration: Duration,
     /// Attempts in flight per namespace, per kind; other namespaces' attempts go first while
     /// one is at it (SPEC §24). Default: half of `--concurrency`, at least 1.
@@ -125,22 +125,10 @@ pub struct RunArgs {
 /// termination grace period).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
-/// Parses `30s`, `5m`, `1h`, `250ms` or plain seconds.
+/// Parses `30s`, `1m30s`, `1.5h`, `250ms` or plain seconds, at most 24h
+/// ([`crate::flags::duration`]).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("invalid duration unit in {s:?}")),
-    };
-    Ok(Duration::from_secs_f64(secs))
+    crate::flags::duration(s)
 }
 
 /// `off`, `on` or `cluster` (shown in `--help` and in the error for any other value).
@@ -186,6 +174,7 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
         fetcher,
         ExtractLimits {
             max_bytes: args.max_extracted_bytes,
+            timeout: args.fetch_timeout,
             ..ExtractLimits::default()
         },
         CacheLimits::default(),

@@ -151,3 +151,160 @@ fn crds_prints_both_definitions_and_run_needs_a_cluster() {
     assert!(!out.status.success(), "run without a cluster must fail");
     assert!(String::from_utf8_lossy(&out.stderr).contains("error"));
 }
+
+/// Runs `cmd` to completion, or kills it after `limit` (a flag that parsed starts an
+/// operator, which runs until stopped): then the exit code is `None`.
+fn output_within(mut cmd: Command, limit: std::time::Duration) -> Output {
+    use std::process::Stdio;
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn opm-operator");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("wait for opm-operator"),
+        Err(_) => {
+            // Our own child, by its id.
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            rx.recv()
+                .expect("killed child")
+                .expect("wait for opm-operator")
+        }
+    }
+}
+
+/// A kubeconfig that parses but points nowhere: `run` gets past the cluster config to its
+/// own setup (clients, rate limits) before anything is sent.
+fn unreachable_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:9\"}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user: {token: t}\n",
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn bad_flags_are_a_message_and_exit_2_never_a_panic() {
+    // SPEC §22. Each case: the flag with a bad value, and what the message must name.
+    let huge = "9".repeat(400);
+    let cases: Vec<(Vec<String>, &str)> = [
+        (
+            vec!["--requeue-dependency", "99999999999999999999"],
+            "--requeue-dependency",
+        ),
+        (
+            vec!["--requeue-dependency", huge.as_str()],
+            "--requeue-dependency",
+        ),
+        (
+            vec!["--fetch-timeout", "5124095576030431h"],
+            "--fetch-timeout",
+        ),
+        (vec!["--fetch-timeout", "0s"], "--fetch-timeout"),
+        (vec!["--render-timeout=-5s"], "--render-timeout"),
+        (vec!["--render-timeout", "1.2.3s"], "--render-timeout"),
+        (
+            vec!["--leader-elect-lease-duration", "0"],
+            "--leader-elect-lease-duration",
+        ),
+        (vec!["--requeue-dependency", "25h"], "--requeue-dependency"),
+        // A zero requeue would spin every soft-blocked release.
+        (vec!["--requeue-dependency", "0s"], "--requeue-dependency"),
+        (vec!["--kube-api-qps", "NaN"], "--kube-api-qps"),
+        (vec!["--kube-api-qps", "1e-40"], "--kube-api-qps"),
+        (vec!["--kube-api-qps", "inf"], "--kube-api-qps"),
+        (vec!["--kube-api-qps=-3"], "--kube-api-qps"),
+        (
+            vec!["--metrics-bind-address", "not-an-address"],
+            "--metrics-bind-address",
+        ),
+        (
+            vec!["--health-probe-bind-address", "1.2.3.4:99999"],
+            "--health-probe-bind-address",
+        ),
+        (vec!["--max-artifact-bytes", "0"], "--max-artifact-bytes"),
+        (vec!["--max-extracted-bytes=-1"], "--max-extracted-bytes"),
+        (vec!["--max-artifact-bytes", "64QB"], "--max-artifact-bytes"),
+        (vec!["--concurrency", "70000"], "--concurrency"),
+        (
+            vec!["--default-service-account", "Not A Name"],
+            "--default-service-account",
+        ),
+        (vec!["--log-format", "xml"], "--log-format"),
+    ]
+    .into_iter()
+    .map(|(a, f)| (a.into_iter().map(String::from).collect(), f))
+    .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
+    let mut wrong = Vec::new();
+    for (args, flag) in &cases {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_opm-operator"));
+        cmd.arg("run")
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("RUST_BACKTRACE", "0");
+        let out = output_within(cmd, std::time::Duration::from_secs(20));
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().next().unwrap_or("").to_owned();
+        eprintln!("{args:?}: exit {:?}: {first}", out.status.code());
+        if out.status.code() != Some(2) || err.contains("panicked") || !err.contains(flag) {
+            wrong.push(format!("{args:?}: exit {:?}: {err}", out.status.code()));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} bad flags mishandled:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+
+    // The render subcommand's deadline flag parses the same way.
+    let out = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
+        .args(["render", "--render-timeout", &huge, "/nonexistent"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn good_flag_values_in_the_crd_syntax_are_accepted() {
+    // Durations as the CRD writes them, sizes with binary suffixes: parsing passes and `run`
+    // fails only for want of a reachable cluster (exit 1, not a usage error).
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
+        .args([
+            "run",
+            "--requeue-dependency",
+            "1m30s",
+            "--fetch-timeout",
+            "90",
+            "--render-timeout",
+            "1.5m",
+            "--max-artifact-bytes",
+            "128Mi",
+            "--max-extracted-bytes",
+            "1073741824",
+            "--kube-api-qps",
+            "0",
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+        ])
+        .env("KUBECONFIG", dir.path().join("missing"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

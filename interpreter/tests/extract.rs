@@ -497,3 +497,195 @@ fn names_longer_than_the_file_system_allows_are_the_archives_fault() {
     let err = refused_tar(&[pax, symlink("link", "short")]);
     assert!(matches!(err, ExtractError::NameTooLong { .. }), "{err:?}");
 }
+
+/// Directories under `dir` (not counting it), links not followed.
+fn dirs_under(dir: &Path) -> u64 {
+    let mut n = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                n += 1;
+                stack.push(e.path());
+            }
+        }
+    }
+    n
+}
+
+/// Issue 13 item 4's archive: 100 entries whose deep names (`d07/a/a/…/a/f`, 1 013
+/// directories each) imply 101 300 directories from about 2 KB of tar.gz.
+fn directory_bomb() -> Vec<u8> {
+    let entries: Vec<RawEntry> = (0..100)
+        .map(|i| file(&format!("d{i:02}/{}f", "a/".repeat(1012)), b""))
+        .collect();
+    tar_gz(&entries)
+}
+
+/// The same idea inside the depth cap: 200 entries 64 deep imply 12 600 directories, more
+/// than the entry cap (directories count too).
+fn wide_directory_bomb() -> Vec<RawEntry> {
+    (0..200)
+        .map(|i| file(&format!("w{i:03}/{}f", "b/".repeat(62)), b""))
+        .collect()
+}
+
+/// Runs `bytes` through a fresh scene and prints what it cost: the directories left on disk
+/// by the extraction (before the caller removes its temporary directory) and the time.
+fn measure(what: &str, bytes: &[u8]) -> Result<opm_operator::extract::ExtractStats, ExtractError> {
+    let scene = Scene::new();
+    let t = std::time::Instant::now();
+    let res = scene.run(bytes, &ExtractLimits::default());
+    let took = t.elapsed();
+    let dirs = dirs_under(&scene.dest());
+    eprintln!(
+        "{what}: {} bytes of archive -> {dirs} directories created in {took:.2?}: {res:?}",
+        bytes.len()
+    );
+    if res.is_err() {
+        scene.assert_contained();
+    }
+    res
+}
+
+#[test]
+fn a_directory_bomb_is_refused_before_it_fills_the_disk() {
+    let bomb = directory_bomb();
+    let err = measure("tar.gz directory bomb (100 entries, 1013 deep)", &bomb)
+        .expect_err("a directory bomb must be refused");
+    assert_eq!(err.reason(), "InvalidArtifact", "{err}");
+    assert!(err.to_string().contains("64"), "names the depth cap: {err}");
+
+    let wide = tar_gz(&wide_directory_bomb());
+    let err = measure("tar.gz wide directory bomb (200 entries, 64 deep)", &wide)
+        .expect_err("directories count against the entry cap");
+    assert_eq!(err.reason(), "InvalidArtifact", "{err}");
+    assert!(
+        err.to_string().contains("10000"),
+        "names the entry cap: {err}"
+    );
+}
+
+#[test]
+fn a_zip_directory_bomb_is_refused_too() {
+    let deep: Vec<String> = (0..100)
+        .map(|i| format!("d{i:02}/{}f", "a/".repeat(1012)))
+        .collect();
+    let deep: Vec<ZipEntry<'_>> = deep.iter().map(|n| ZipEntry::File(n, b"")).collect();
+    let err = measure(
+        "zip directory bomb (100 entries, 1013 deep)",
+        &zip_bytes(&deep),
+    )
+    .expect_err("refused");
+    assert_eq!(err.reason(), "InvalidArtifact", "{err}");
+    let wide: Vec<String> = (0..200)
+        .map(|i| format!("w{i:03}/{}f", "b/".repeat(62)))
+        .collect();
+    let wide: Vec<ZipEntry<'_>> = wide.iter().map(|n| ZipEntry::File(n, b"")).collect();
+    let err = measure(
+        "zip wide directory bomb (200 entries, 64 deep)",
+        &zip_bytes(&wide),
+    )
+    .expect_err("refused");
+    assert_eq!(err.reason(), "InvalidArtifact", "{err}");
+}
+
+#[test]
+fn a_dangling_link_that_would_leave_the_root_once_its_path_appears_is_refused() {
+    // `deep/up -> ..` is the root; `s -> deep/up/../outside-secret` is lexically inside
+    // (`outside-secret`), but physically the root's parent's `outside-secret`: nothing there
+    // while extracting, so a physical check sees a harmless dangling link. Whoever creates
+    // that path later (another artifact's extraction, say) is read through `s`.
+    let scene = Scene::new();
+    let res = scene.run(
+        &tar_gz(&[
+            dir("deep/"),
+            symlink("s", "deep/up/../outside-secret"),
+            symlink("deep/up", ".."),
+        ]),
+        &ExtractLimits::default(),
+    );
+    if res.is_ok() {
+        std::fs::write(
+            scene.parent.path().join("outside-secret"),
+            "another tenant's",
+        )
+        .unwrap();
+        let leaked = std::fs::read_to_string(scene.dest().join("s"));
+        panic!("accepted; once the path appears, reading the link gives {leaked:?}");
+    }
+    let err = res.unwrap_err();
+    scene.assert_contained();
+    assert!(
+        matches!(err, ExtractError::EscapingLink { ref name, .. } if name == "s"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_link_chain_through_a_later_link_is_refused_whatever_the_order() {
+    // `b -> a/..` before `a -> .` exists: resolved only once `a` is there.
+    for entries in [
+        vec![symlink("b", "a/.."), symlink("a", ".")],
+        vec![symlink("b", "a/../x"), symlink("a", ".")],
+        vec![dir("d/"), symlink("d/l", ".."), symlink("c", "d/l/d/l/..")],
+    ] {
+        let err = refused_tar(&entries);
+        assert!(matches!(err, ExtractError::EscapingLink { .. }), "{err:?}");
+    }
+}
+
+#[test]
+fn nothing_is_written_through_a_link_created_earlier_even_a_dangling_one() {
+    // `l -> sub` dangles when written; `sub/` then appears, and `l/f` would land in `sub`.
+    let err = refused_tar(&[symlink("l", "sub"), dir("sub/"), file("l/f", b"x")]);
+    assert_eq!(err, ExtractError::ThroughLink { name: "l/f".into() });
+    // The same through zip.
+    let err = refused(
+        &zip_bytes(&[
+            ZipEntry::Symlink("l", "sub"),
+            ZipEntry::Dir("sub/"),
+            ZipEntry::File("l/f", b"x"),
+        ]),
+        &ExtractLimits::default(),
+    );
+    assert_eq!(err, ExtractError::ThroughLink { name: "l/f".into() });
+}
+
+#[test]
+fn extraction_past_its_deadline_is_a_transient_fetch_failure() {
+    // SPEC §24: extraction runs within --fetch-timeout; over it the attempt is retried
+    // (the archive may be fine, the disk slow), and nothing is left next to the root.
+    let entries: Vec<RawEntry> = (0..2000)
+        .map(|i| file(&format!("d{}/f{i}", i % 50), &[7u8; 4096]))
+        .collect();
+    let bytes = tar_gz(&entries);
+    for limits in [
+        ExtractLimits {
+            timeout: std::time::Duration::ZERO,
+            ..ExtractLimits::default()
+        },
+        ExtractLimits {
+            timeout: std::time::Duration::from_millis(5),
+            ..ExtractLimits::default()
+        },
+    ] {
+        let scene = Scene::new();
+        let t = std::time::Instant::now();
+        let err = scene.run(&bytes, &limits).expect_err("over the deadline");
+        eprintln!(
+            "deadline {:?}: stopped after {:.2?}: {err}",
+            limits.timeout,
+            t.elapsed()
+        );
+        scene.assert_contained();
+        assert!(matches!(err, ExtractError::Deadline { .. }), "{err:?}");
+        assert_eq!(err.class(), FailureClass::Transient);
+        assert_eq!(err.reason(), "FetchFailed");
+        assert!(err.to_string().contains("--fetch-timeout"), "{err}");
+    }
+    // With the default budget the same archive extracts.
+    let scene = Scene::new();
+    let stats = scene.run(&bytes, &ExtractLimits::default()).unwrap();
+    assert_eq!((stats.entries, stats.directories), (2000, 50));
+}

@@ -221,3 +221,45 @@ async fn a_body_that_stalls_mid_stream_times_out() {
     );
     assert!(names_in(tmp.path()).is_empty());
 }
+
+#[tokio::test]
+async fn redirects_are_followed_only_within_the_same_origin() {
+    // Issue 13 item 8: a redirect must not take the operator's GET (from inside the
+    // cluster network) to another host: a metadata service, an internal API.
+    let tgz = sample_tgz();
+    let other = TestServer::start(vec![("/a.tar.gz", Route::Bytes(tgz.clone()))]).await;
+    let other_port = other.base.rsplit(':').next().unwrap().to_owned();
+    let srv = TestServer::start(vec![
+        ("/a.tar.gz", Route::Bytes(tgz.clone())),
+        ("/same", Route::Redirect("/a.tar.gz".into())),
+        (
+            "/cross-host",
+            Route::Redirect(format!("http://localhost:{other_port}/a.tar.gz")),
+        ),
+        ("/cross-port", Route::Redirect(other.url("/a.tar.gz"))),
+    ])
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    let f = fetcher(Duration::from_secs(10), 1024 * 1024);
+    let d = digest_of(&tgz);
+    let got = f.fetch(&srv.url("/same"), &d, tmp.path()).await;
+    assert!(got.is_ok(), "a same-origin redirect is followed: {got:?}");
+    drop(got);
+    for path in ["/cross-host", "/cross-port"] {
+        let err = f.fetch(&srv.url(path), &d, tmp.path()).await.unwrap_err();
+        eprintln!("{path}: {err}");
+        assert_eq!(err.reason(), "FetchFailed", "{err:?}");
+        assert_eq!(err.class(), FailureClass::Transient);
+        let msg = err.to_string();
+        assert!(
+            msg.contains("redirect") && msg.contains(&other_port) && msg.contains(path),
+            "names the redirect and both ends: {msg}"
+        );
+    }
+    assert_eq!(
+        other.hits("/a.tar.gz"),
+        0,
+        "the other host never saw a request"
+    );
+    assert!(names_in(tmp.path()).is_empty());
+}

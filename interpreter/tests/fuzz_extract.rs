@@ -285,7 +285,8 @@ fn check_disk(s: &Sandbox, limits: &ExtractLimits, ok: bool) -> Result<(), Strin
         return Err(format!("canary touched: {:?}", names(&s.canary)));
     }
     let root = std::fs::canonicalize(&s.dest).map_err(|e| e.to_string())?;
-    // Directories may be implied by nested names; every entry makes at most one file or link.
+    // Files, links and directories (also those only implied by nested names) all count
+    // against the entry cap, and nothing is nested deeper than the depth cap (SPEC §24).
     let mut files = 0u64;
     let mut bytes = 0u64;
     let mut stack = vec![root.clone()];
@@ -294,8 +295,10 @@ fn check_disk(s: &Sandbox, limits: &ExtractLimits, ok: bool) -> Result<(), Strin
             let p = e.map_err(|e| e.to_string())?.path();
             let m = std::fs::symlink_metadata(&p).map_err(|e| e.to_string())?;
             let t = m.file_type();
-            if !t.is_dir() {
-                files += 1;
+            files += 1;
+            let depth = p.strip_prefix(&root).map_or(0, |r| r.components().count());
+            if depth > limits.max_depth {
+                return Err(format!("{} is {depth} deep", p.display()));
             }
             if t.is_symlink() {
                 let target = std::fs::read_link(&p).map_err(|e| e.to_string())?;
@@ -376,6 +379,7 @@ fn worker(seed: u64, cases: u64) -> Tally {
         let limits = ExtractLimits {
             max_entries: u64::from(input.max_entries.max(1)),
             max_bytes: u64::from(input.max_bytes.max(1)),
+            ..ExtractLimits::default()
         };
         std::fs::write(&s.archive, &bytes).unwrap();
         reset(&s.dest);

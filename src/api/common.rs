@@ -11,6 +11,24 @@ pub(crate) fn any_json(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// What the API server accepts for `interval` and `timeout` (Go's duration syntax).
 pub const GO_DURATION: &str = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$";
 
+/// Longest `interval`/`timeout` string the CRD takes; `23h59m59.999999999s` is 19.
+pub const DURATION_MAX_LENGTH: u32 = 64;
+
+/// The CEL rule behind SPEC §24's "at most 24h, refused by the CRD". A value too large for a
+/// Go duration (`5124095576030431h`) makes `duration()` fail, which the API server also
+/// reports as a refusal that quotes the rule's message.
+pub const DURATION_AT_MOST_24H: &str = "duration(self) <= duration('24h')";
+
+/// `sourceRef.apiVersion`: empty (the default) or the one Flux source API read (SPEC §16).
+pub const SOURCE_API_VERSION_RULE: &str = "self == '' || self == 'source.toolkit.fluxcd.io/v1'";
+
+/// A DNS-1123 subdomain (RFC 1123, at most 253 characters): the name of a namespaced object.
+pub const DNS1123_SUBDOMAIN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// A DNS-1123 label (at most 63 characters): the name of a namespace.
+pub const DNS1123_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
 /// `spec.module` of a ModuleRelease.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -27,16 +45,22 @@ pub struct ModuleRef {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceRef {
-    /// API version of the source; defaults to `source.toolkit.fluxcd.io/v1`.
+    /// API version of the source: `source.toolkit.fluxcd.io/v1` (the default when empty).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": SOURCE_API_VERSION_RULE,
+        "message": "sourceRef.apiVersion must be source.toolkit.fluxcd.io/v1 (or empty)"
+    }]))]
     pub api_version: String,
     /// `OCIRepository`, `GitRepository` or `Bucket`.
     pub kind: String,
-    /// Name of the source object.
+    /// Name of the source object (a DNS-1123 subdomain).
+    #[schemars(length(min = 1, max = 253), pattern(DNS1123_SUBDOMAIN))]
     pub name: String,
     /// Its namespace; defaults to the release's (another namespace needs
     /// `--allow-cross-namespace-refs`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 63), pattern(DNS1123_LABEL))]
     pub namespace: String,
 }
 
@@ -97,13 +121,22 @@ pub struct ReleaseCommon {
     /// is reconciled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<DependencyRef>,
-    /// Go duration string (`5m`, `1h30m`); default 5m, minimum 10s.
+    /// Go duration string (`5m`, `1h30m`); default 5m, minimum 10s (shorter runs every
+    /// 10s), at most 24h.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(pattern(GO_DURATION))]
+    #[schemars(pattern(GO_DURATION), length(max = DURATION_MAX_LENGTH))]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": DURATION_AT_MOST_24H,
+        "message": "interval must be a duration of at most 24h"
+    }]))]
     pub interval: Option<String>,
-    /// Go duration string; deadline of one attempt, default 5m.
+    /// Go duration string; deadline of one attempt, default 5m, at most 24h.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(pattern(GO_DURATION))]
+    #[schemars(pattern(GO_DURATION), length(max = DURATION_MAX_LENGTH))]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": DURATION_AT_MOST_24H,
+        "message": "timeout must be a duration of at most 24h"
+    }]))]
     pub timeout: Option<String>,
     /// Delete objects applied before and no longer rendered, and everything the release
     /// owns when it is deleted.

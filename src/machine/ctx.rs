@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::api::{
     InventoryEntry, ModuleRef, ReleaseCommon, ReleaseStatus, SourceRef, SourceStatus,
 };
-use crate::backoff::{DEFAULT_INTERVAL, DEFAULT_TIMEOUT, MIN_INTERVAL};
+use crate::backoff::{DEFAULT_INTERVAL, DEFAULT_TIMEOUT, MAX_INTERVAL, MAX_TIMEOUT, MIN_INTERVAL};
 use crate::conditions::Conditions;
 use crate::constants::{FINALIZER, ORPHAN_ANNOTATION, REQUESTED_AT_ANNOTATION};
 use crate::effect::{Deletion, Impersonation};
@@ -110,8 +110,11 @@ impl Ctx {
         };
         let persisted = obj.status().cloned().unwrap_or_default();
         let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).cloned();
-        let interval = parse_or(common.interval.as_deref(), DEFAULT_INTERVAL).max(MIN_INTERVAL);
-        let timeout = parse_or(common.timeout.as_deref(), DEFAULT_TIMEOUT);
+        // Clamped to SPEC §24's bounds: a value the CRD should have refused never becomes a
+        // requeue or deadline the interpreter cannot add to a clock.
+        let interval = parse_or(common.interval.as_deref(), DEFAULT_INTERVAL)
+            .clamp(MIN_INTERVAL, MAX_INTERVAL);
+        let timeout = parse_or(common.timeout.as_deref(), DEFAULT_TIMEOUT).min(MAX_TIMEOUT);
         let uuid = crate::render_value::release_uuid(key.kind, &key.namespace, &key.name);
         Ctx {
             generation: meta.generation.unwrap_or(0),
@@ -174,5 +177,51 @@ impl Ctx {
             (inv, &self.digests.inventory),
         ];
         pairs.iter().all(|(old, new)| !old.is_empty() && old == new)
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+    use crate::api::{ModuleRelease, ModuleReleaseSpec};
+
+    fn ctx_with(interval: Option<&str>, timeout: Option<&str>) -> Ctx {
+        let mut mr = ModuleRelease {
+            metadata: Default::default(),
+            spec: ModuleReleaseSpec::default(),
+            status: None,
+        };
+        mr.metadata.name = Some("web".into());
+        mr.metadata.namespace = Some("demo".into());
+        mr.spec.common.interval = interval.map(str::to_string);
+        mr.spec.common.timeout = timeout.map(str::to_string);
+        let obj = ReleaseObject::ModuleRelease(mr);
+        Ctx::from_object(obj.key(), &obj)
+    }
+
+    #[test]
+    fn interval_and_timeout_are_clamped_to_spec_bounds_whatever_was_stored() {
+        // What an older CRD let through: the issue 13 crash value and its neighbours.
+        for huge in [
+            "5124095576030431h",
+            "25h",
+            "2562047h47m16.854775807s",
+            "86400.001s",
+        ] {
+            let c = ctx_with(Some(huge), Some(huge));
+            assert_eq!(c.interval, MAX_INTERVAL, "{huge}");
+            assert_eq!(c.timeout, MAX_TIMEOUT, "{huge}");
+        }
+        // Unparseable or zero: the defaults; below the minimum: 10s.
+        let c = ctx_with(Some("99999999999999999999999h"), Some("0"));
+        assert_eq!((c.interval, c.timeout), (DEFAULT_INTERVAL, DEFAULT_TIMEOUT));
+        let c = ctx_with(Some("1ns"), Some("1ns"));
+        assert_eq!(c.interval, MIN_INTERVAL);
+        assert_eq!(c.timeout, Duration::from_nanos(1));
+        let c = ctx_with(Some("24h"), Some("1h30m"));
+        assert_eq!(
+            (c.interval, c.timeout),
+            (MAX_INTERVAL, Duration::from_secs(5400))
+        );
     }
 }

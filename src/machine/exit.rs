@@ -50,7 +50,8 @@ impl Attempt {
         self.out.push(Effect::Done {
             outcome: d.outcome,
             reason: d.reason.to_string(),
-            requeue_after: d.requeue,
+            // Every source is bounded already; this keeps the promise in one place.
+            requeue_after: d.requeue.map(|r| r.min(crate::backoff::MAX_REQUEUE)),
         });
         self.phase = Phase::Finished;
     }

@@ -14,6 +14,7 @@ mod metrics;
 mod process;
 mod rbac;
 mod redteam_fairness;
+mod redteam_inputs;
 mod redteam_ownership;
 mod redteam_tenancy;
 mod security;

@@ -74,11 +74,21 @@ pub fn tar_bytes(entries: &[RawEntry]) -> Vec<u8> {
         let mut h = tar::Header::new_gnu();
         {
             let gnu = h.as_gnu_mut().expect("gnu header");
-            assert!(
-                e.name.len() < gnu.name.len(),
-                "name too long for a raw header"
-            );
-            gnu.name[..e.name.len()].copy_from_slice(&e.name);
+            if e.name.len() >= gnu.name.len() {
+                // GNU long-name record: the next header's name is this record's data.
+                let mut long = tar::Header::new_gnu();
+                long.as_gnu_mut().expect("gnu header").name[..13].copy_from_slice(b"././@LongLink");
+                long.set_entry_type(tar::EntryType::GNULongName);
+                let mut data = e.name.clone();
+                data.push(0);
+                long.set_size(data.len() as u64);
+                long.set_mode(0o644);
+                long.set_mtime(0);
+                long.set_cksum();
+                b.append(&long, data.as_slice()).expect("append long name");
+            }
+            let n = e.name.len().min(gnu.name.len() - 1);
+            gnu.name[..n].copy_from_slice(&e.name[..n]);
             if let Some(link) = &e.link {
                 gnu.linkname[..link.len()].copy_from_slice(link);
             }
@@ -162,6 +172,8 @@ pub enum Route {
     Broken(Vec<u8>),
     /// Sends the first bytes, then goes silent for the duration before finishing.
     Stall(Vec<u8>, Duration),
+    /// 302 Found to this location.
+    Redirect(String),
 }
 
 /// A real HTTP server (axum on hyper) on 127.0.0.1; counts requests per path.
@@ -228,6 +240,11 @@ async fn respond(route: Option<Route>) -> Response {
     match route {
         None => status(404),
         Some(Route::Status(s)) => status(s),
+        Some(Route::Redirect(to)) => Response::builder()
+            .status(StatusCode::FOUND)
+            .header("location", to)
+            .body(Body::empty())
+            .unwrap(),
         Some(Route::Bytes(b)) => Response::new(Body::from(b)),
         Some(Route::Slow(d, b)) => {
             tokio::time::sleep(d).await;
