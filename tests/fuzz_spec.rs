@@ -348,7 +348,10 @@ fn api_error(r: &mut Rng) -> ApiError {
         2 => ApiError::Conflict { message },
         3 => ApiError::Invalid { message },
         4 => ApiError::Unavailable { message },
-        5 => ApiError::TooManyRequests { message },
+        5 => ApiError::TooManyRequests {
+            message,
+            retry_after_secs: if r.one_in(2) { Some(r.below(1 << 20)) } else { None },
+        },
         6 => ApiError::Timeout { message },
         _ => ApiError::Other {
             code: *r.pick(&[0u16, 418, 500, u16::MAX]),
@@ -586,6 +589,12 @@ fn drive(r: &mut Rng, t: &mut Tally) -> Result<(), String> {
         ]),
         allow_cross_namespace_refs: r.one_in(2),
         default_service_account: if r.one_in(2) { Some(name(r)) } else { None },
+        allow_operator_identity: *r.pick(&[
+            opm_core::config::AllowOperatorIdentity::Off,
+            opm_core::config::AllowOperatorIdentity::On,
+            opm_core::config::AllowOperatorIdentity::Cluster,
+        ]),
+        ..Config::default()
     };
     let key = obj.key();
     let mut rec = Recorder::new(&TraceHeader::new(&cfg, key.clone()));
