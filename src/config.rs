@@ -16,6 +16,25 @@ pub struct Config {
     pub allow_cross_namespace_refs: bool,
     /// `--requeue-dependency`: requeue of soft-blocked exits (default 30s).
     pub requeue_dependency: Duration,
+    /// `--max-render-objects` (SPEC §24): more rendered objects stall `RenderFailed`.
+    #[serde(default = "default_max_render_objects")]
+    pub max_render_objects: u64,
+    /// `--max-render-bytes` (SPEC §24): a larger exported JSON stalls `RenderFailed`.
+    #[serde(default = "default_max_render_bytes")]
+    pub max_render_bytes: u64,
+}
+
+/// SPEC §24 default of `--max-render-objects`.
+pub const DEFAULT_MAX_RENDER_OBJECTS: u64 = 5_000;
+/// SPEC §24 default of `--max-render-bytes` (32 MiB).
+pub const DEFAULT_MAX_RENDER_BYTES: u64 = 32 * 1024 * 1024;
+
+fn default_max_render_objects() -> u64 {
+    DEFAULT_MAX_RENDER_OBJECTS
+}
+
+fn default_max_render_bytes() -> u64 {
+    DEFAULT_MAX_RENDER_BYTES
 }
 
 impl Default for Config {
@@ -24,6 +43,8 @@ impl Default for Config {
             default_service_account: None,
             allow_cross_namespace_refs: false,
             requeue_dependency: Duration::from_secs(30),
+            max_render_objects: DEFAULT_MAX_RENDER_OBJECTS,
+            max_render_bytes: DEFAULT_MAX_RENDER_BYTES,
         }
     }
 }

@@ -392,6 +392,7 @@ fn unsupported_kind_stalls() {
     // Also when the exported value itself says so.
     let canned = Canned {
         render: Ok(RenderOutput {
+            bytes: 0,
             value: json!({"components": {}}),
             cluster_scoped: vec![],
         }),
@@ -451,6 +452,7 @@ fn evaluation_errors_and_malformed_objects_stall_as_render_failed() {
     );
     let canned = Canned {
         render: Ok(RenderOutput {
+            bytes: 0,
             value: bad,
             cluster_scoped: vec![],
         }),
@@ -470,6 +472,7 @@ fn evaluation_errors_and_malformed_objects_stall_as_render_failed() {
     );
     let canned = Canned {
         render: Ok(RenderOutput {
+            bytes: 0,
             value: conflicting,
             cluster_scoped: vec![],
         }),
