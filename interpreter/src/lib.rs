@@ -17,7 +17,10 @@ pub mod extract;
 pub mod fetch;
 pub mod module_ref;
 pub mod release_path;
+pub mod cue_limits;
+pub mod redact;
 pub mod render;
+pub mod size_flag;
 pub mod rendered;
 
 pub mod api_error;
