@@ -727,6 +727,42 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn at_most_max_concurrent_cue_runs_at_once_the_rest_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = "sleep 0.3; echo '{\"kind\":\"ModuleRelease\",\"components\":{}}'";
+        let mut cfg = RenderConfig::new(fake_cue(dir.path(), script));
+        cfg.max_concurrent = 2;
+        let r = Renderer::new(cfg);
+        let renders = (0..5).map(|_| r.render_package(dir.path()));
+        for res in futures::future::join_all(renders).await {
+            res.unwrap();
+        }
+        let s = r.stats();
+        assert_eq!(s.runs.load(Ordering::Relaxed), 5);
+        assert_eq!(s.peak_running.load(Ordering::Relaxed), 2);
+        assert!(s.queued.load(Ordering::Relaxed) >= 3);
+    }
+
+    #[tokio::test]
+    async fn cue_gets_gomemlimit_and_an_address_space_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = "echo \"$GOMEMLIMIT $(ulimit -v)\" >&2; exit 1";
+        let mut cfg = RenderConfig::new(fake_cue(dir.path(), script));
+        cfg.memory_limit = Some(1 << 30);
+        let err = Renderer::new(cfg)
+            .render_package(dir.path())
+            .await
+            .unwrap_err();
+        let kib = crate::cue_limits::address_space_for(1 << 30) / 1024;
+        assert_eq!(
+            err,
+            RenderError::Evaluation {
+                message: format!("{} {kib}", 1u64 << 30)
+            }
+        );
+    }
+
+    #[tokio::test]
     async fn a_missing_binary_is_a_transient_spawn_error() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = RenderConfig::new(dir.path().join("no-such-cue"));
