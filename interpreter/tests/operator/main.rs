@@ -13,6 +13,7 @@ mod lifecycle;
 mod metrics;
 mod process;
 mod rbac;
+mod redteam_render;
 mod security;
 #[path = "../support/mod.rs"]
 mod support;
