@@ -178,7 +178,10 @@ pub fn check_caps(
 /// The message of a render whose output passed the byte cap while it was read.
 pub fn too_large_message(err: &crate::input::RenderError) -> String {
     match err {
-        crate::input::RenderError::TooLarge { bytes_at_least, cap } => format!(
+        crate::input::RenderError::TooLarge {
+            bytes_at_least,
+            cap,
+        } => format!(
             "rendered more than {bytes_at_least} bytes of JSON; the cap is {cap} ({}, --max-render-bytes)",
             human_bytes(*cap)
         ),

@@ -135,10 +135,9 @@ pub fn render_failure(err: &RenderError) -> Failure {
         RenderError::Timeout { message }
         | RenderError::RegistryUnreachable { message }
         | RenderError::Io { message } => Failure::transient(RENDER_FAILED, message.clone()),
-        RenderError::TooLarge { .. } => Failure::stalled(
-            RENDER_FAILED,
-            crate::render_value::too_large_message(err),
-        ),
+        RenderError::TooLarge { .. } => {
+            Failure::stalled(RENDER_FAILED, crate::render_value::too_large_message(err))
+        }
         RenderError::OutOfMemory { limit_bytes } => Failure::stalled(
             RENDER_FAILED,
             format!(

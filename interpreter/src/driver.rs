@@ -369,6 +369,12 @@ async fn execute(
                         .collect(),
                 },
             };
+            let mut report = report;
+            for o in &mut report.errors {
+                if let Err(e) = &mut o.result {
+                    secrets.scrub_api_error(e);
+                }
+            }
             InputKind::DriftChecked { report }
         }
         Effect::Apply {
@@ -394,6 +400,13 @@ async fn execute(
                 }
                 Err(e) => failed_apply(stages, e),
             };
+            let mut report = report;
+            // SPEC §23: an API error may echo a Secret value.
+            for o in &mut report.objects {
+                if let Err(e) = &mut o.result {
+                    secrets.scrub_api_error(e);
+                }
+            }
             InputKind::Applied { report }
         }
         Effect::InspectStale { targets, identity } => {

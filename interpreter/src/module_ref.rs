@@ -211,7 +211,10 @@ mod tests {
 
     #[test]
     fn non_ascii_values_are_escaped_for_cue() {
-        assert_eq!(ascii_cue("{\"a\": \"x\u{feff}é😀\"}"), "{\"a\": \"x\\ufeff\\u00e9\\U0001f600\"}");
+        assert_eq!(
+            ascii_cue("{\"a\": \"x\u{feff}é😀\"}"),
+            "{\"a\": \"x\\ufeff\\u00e9\\U0001f600\"}"
+        );
     }
 
     #[test]

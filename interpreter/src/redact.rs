@@ -29,9 +29,7 @@ pub fn cue_message(message: &str) -> String {
             out.push('"');
             out.push_str(REDACTED);
             out.push('"');
-            i = body
-                .find("\"\"\"")
-                .map_or(message.len(), |e| i + 3 + e + 3);
+            i = body.find("\"\"\"").map_or(message.len(), |e| i + 3 + e + 3);
             continue;
         }
         if rest.starts_with('"') {
@@ -117,15 +115,23 @@ mod tests {
         let m = "components.\"db-secret\".stringData.pw: conflicting values \"a\\\"hunter2\\\"b\" and \"x\"";
         let r = cue_message(m);
         assert!(!r.contains("hunter2"), "{r}");
-        assert!(r.starts_with("components.\"db-secret\".stringData.pw: "), "{r}");
-        assert!(r.ends_with("conflicting values \"<redacted>\" and \"<redacted>\""), "{r}");
+        assert!(
+            r.starts_with("components.\"db-secret\".stringData.pw: "),
+            "{r}"
+        );
+        assert!(
+            r.ends_with("conflicting values \"<redacted>\" and \"<redacted>\""),
+            "{r}"
+        );
     }
 
     #[test]
     fn unterminated_and_multi_line_literals_are_redacted_to_their_end() {
         let r = cue_message("a: invalid value \"hunter2 and more\nb: 1");
         assert_eq!(r, "a: invalid value \"<redacted>\nb: 1");
-        let r = cue_message("a: invalid value \"\"\"\n    line hunter2\n    \"\"\" (x)\nnext \"s3cret\"");
+        let r = cue_message(
+            "a: invalid value \"\"\"\n    line hunter2\n    \"\"\" (x)\nnext \"s3cret\"",
+        );
         assert!(!r.contains("hunter2") && !r.contains("s3cret"), "{r}");
         assert!(r.contains("(x)") && r.contains("next"), "{r}");
     }

@@ -20,7 +20,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "M" => 1_000_000,
         "G" => 1_000_000_000,
         "T" => 1_000_000_000_000,
-        _ => return Err(format!("invalid size unit in {s:?} (use Ki, Mi, Gi, Ti, k, M, G, T)")),
+        _ => {
+            return Err(format!(
+                "invalid size unit in {s:?} (use Ki, Mi, Gi, Ti, k, M, G, T)"
+            ));
+        }
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("size {s:?} is too large"))
@@ -44,7 +48,15 @@ mod tests {
         assert_eq!(parse_size("1Gi"), Ok(1 << 30));
         assert_eq!(parse_size("5000"), Ok(5000));
         assert_eq!(parse_size("2G"), Ok(2_000_000_000));
-        for bad in ["", "-1", "1.5Gi", "1Xi", "99999999999999999999", "16777216Ti", "Mi"] {
+        for bad in [
+            "",
+            "-1",
+            "1.5Gi",
+            "1Xi",
+            "99999999999999999999",
+            "16777216Ti",
+            "Mi",
+        ] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
         assert!(parse_positive_size("0").is_err());

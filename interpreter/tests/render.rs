@@ -78,7 +78,10 @@ async fn a_release_package_renders_from_its_directory() {
         .map(|(c, k, v)| format!("{c}/{k}/{}", v["kind"].as_str().unwrap()))
         .collect();
     assert_eq!(objs, ["app/cm/ConfigMap", "app/sa/ServiceAccount"]);
-    assert_eq!(out.exported["components"]["app"]["cm"]["data"]["greeting"], "hi site");
+    assert_eq!(
+        out.exported["components"]["app"]["cm"]["data"]["greeting"],
+        "hi site"
+    );
     assert_eq!(r.cue_version().await.unwrap(), "v0.17.1");
 }
 
@@ -167,7 +170,10 @@ async fn a_module_release_renders_through_the_registry() {
         .render_module(&module("v0.2.0"), &serde_json::Value::Null, &identity())
         .await
         .unwrap();
-    assert_eq!(out.exported["components"]["web"]["deployment"]["spec"]["replicas"], 1);
+    assert_eq!(
+        out.exported["components"]["web"]["deployment"]["spec"]["replicas"],
+        1
+    );
     assert_eq!(
         out.exported["components"]["config"]["cm"]["data"]["message"],
         "hello from v0.2.0"
@@ -326,7 +332,10 @@ async fn renders_are_cached_by_their_inputs() {
         .render_module_cached(&m, &json!({"replicas": 4}), &identity())
         .await
         .unwrap();
-    assert_eq!(c.exported["components"]["web"]["deployment"]["spec"]["replicas"], 4);
+    assert_eq!(
+        c.exported["components"]["web"]["deployment"]["spec"]["replicas"],
+        4
+    );
     assert_eq!(r.cached_renders(), 2);
     // A failure is not cached: once the version exists, the same request succeeds.
     assert!(
@@ -417,9 +426,18 @@ async fn odd_unicode_in_values_renders_unchanged() {
     reg.publish("v0.2.1");
     let cache = tempfile::tempdir().unwrap();
     let r = renderer(Some(&reg), cache.path());
-    for message in ["\u{feff}hello", "a\u{feff}b", "é \u{202e}rtl 😀 \u{0}\u{1f}", "\u{2028}\u{fffd}"] {
+    for message in [
+        "\u{feff}hello",
+        "a\u{feff}b",
+        "é \u{202e}rtl 😀 \u{0}\u{1f}",
+        "\u{2028}\u{fffd}",
+    ] {
         let out = r
-            .render_module(&module("v0.2.1"), &json!({ "message": message }), &identity())
+            .render_module(
+                &module("v0.2.1"),
+                &json!({ "message": message }),
+                &identity(),
+            )
             .await
             .unwrap_or_else(|e| panic!("{message:?}: {e}"));
         assert_eq!(
@@ -454,7 +472,10 @@ components: db: s: {
     println!("cue error as reported: {message}");
     assert!(!message.contains("hunter2"), "{message}");
     assert!(message.contains("<redacted>"), "{message}");
-    assert!(message.contains("stringData.password"), "the field stays: {message}");
+    assert!(
+        message.contains("stringData.password"),
+        "the field stays: {message}"
+    );
 }
 
 /// The real cue writing more than the cap: reading stops, cue is killed, the size seen
@@ -479,7 +500,11 @@ components: c: {for i in list.Range(0, 2000, 1) {"cm\(i)": {apiVersion: "v1", ki
         .render_package(&pkg.path().join("apps/web"))
         .await
         .unwrap_err();
-    let RenderError::OutputTooLarge { bytes_at_least, limit } = err else {
+    let RenderError::OutputTooLarge {
+        bytes_at_least,
+        limit,
+    } = err
+    else {
         panic!("{err:?}")
     };
     assert_eq!(limit, 50_000);
@@ -488,7 +513,11 @@ components: c: {for i in list.Range(0, 2000, 1) {"cm\(i)": {apiVersion: "v1", ki
 }
 
 fn err_reason(bytes_at_least: u64, limit: usize) -> &'static str {
-    RenderError::OutputTooLarge { bytes_at_least, limit }.reason()
+    RenderError::OutputTooLarge {
+        bytes_at_least,
+        limit,
+    }
+    .reason()
 }
 
 /// A memory-bomb package under a small `--render-memory-limit` dies of it: `OutOfMemory`,
@@ -518,7 +547,10 @@ components: c: cm: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "x", da
         .render_package(&bomb.path().join("apps/web"))
         .await
         .unwrap_err();
-    println!("memory bomb under a 256 MiB limit: {err} after {:?}", started.elapsed());
+    println!(
+        "memory bomb under a 256 MiB limit: {err} after {:?}",
+        started.elapsed()
+    );
     assert_eq!(err, RenderError::OutOfMemory { limit: 256 << 20 });
     assert_eq!(
         (err.class(), err.reason()),

@@ -245,11 +245,11 @@ impl Attempt {
         ) {
             return self.fail(f);
         }
-        let objects = match render_value::build_owned(output.value, &output.cluster_scoped, &identity)
-        {
-            Ok(o) => o,
-            Err(f) => return self.fail(f),
-        };
+        let objects =
+            match render_value::build_owned(output.value, &output.cluster_scoped, &identity) {
+                Ok(o) => o,
+                Err(f) => return self.fail(f),
+            };
         if let Some(m) = module {
             let msg = format!("module resolved: {}@{}", m.path, m.version);
             self.ctx

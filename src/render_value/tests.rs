@@ -227,7 +227,11 @@ fn byte_cap_names_the_size_and_the_cap() {
     let f = check_caps(&v, 33 * 1024 * 1024, 10, 32 * 1024 * 1024).unwrap_err();
     assert_eq!(f.reason, reasons::RENDER_FAILED);
     assert!(f.message.contains("34603008 bytes"), "{}", f.message);
-    assert!(f.message.contains("the cap is 33554432 (32.0 MiB"), "{}", f.message);
+    assert!(
+        f.message.contains("the cap is 33554432 (32.0 MiB"),
+        "{}",
+        f.message
+    );
     let e = crate::input::RenderError::TooLarge {
         bytes_at_least: 33554433,
         cap: 33554432,
@@ -235,14 +239,25 @@ fn byte_cap_names_the_size_and_the_cap() {
     let f = crate::source::render_failure(&e);
     assert_eq!(
         (f.reason, f.class),
-        (reasons::RENDER_FAILED, crate::outcome::FailureClass::Stalled)
+        (
+            reasons::RENDER_FAILED,
+            crate::outcome::FailureClass::Stalled
+        )
     );
-    assert!(f.message.contains("more than 33554433 bytes"), "{}", f.message);
+    assert!(
+        f.message.contains("more than 33554433 bytes"),
+        "{}",
+        f.message
+    );
     let f = crate::source::render_failure(&crate::input::RenderError::OutOfMemory {
         limit_bytes: 1 << 30,
     });
     assert_eq!(f.class, crate::outcome::FailureClass::Stalled);
-    assert!(f.message.contains("1.0 GiB (--render-memory-limit)"), "{}", f.message);
+    assert!(
+        f.message.contains("1.0 GiB (--render-memory-limit)"),
+        "{}",
+        f.message
+    );
 }
 
 #[test]

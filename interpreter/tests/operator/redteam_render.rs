@@ -118,12 +118,21 @@ async fn renders_at_and_over_the_caps_with_the_peak_rss() {
         &ns.client,
         &ns.name,
         "small",
-        &release_package("small", &json!({"a": {"one": configmap("small-one", json!({"k": "v"}))}})),
+        &release_package(
+            "small",
+            &json!({"a": {"one": configmap("small-one", json!({"k": "v"}))}}),
+        ),
     )
     .await;
     create_rel(
         &ns.client,
-        &release(&ns.name, "small", "small", ".", json!({"serviceAccountName": "no-such-sa"})),
+        &release(
+            &ns.name,
+            "small",
+            "small",
+            ".",
+            json!({"serviceAccountName": "no-such-sa"}),
+        ),
     )
     .await;
     wait_rel(
@@ -170,7 +179,13 @@ components: db: s: {{
     let op = Operator::start(env, &ns.name, |_| {}).await;
     create_rel(
         &ns.client,
-        &release(&ns.name, "leak", "leak", ".", json!({"serviceAccountName": "deployer"})),
+        &release(
+            &ns.name,
+            "leak",
+            "leak",
+            ".",
+            json!({"serviceAccountName": "deployer"}),
+        ),
     )
     .await;
     let got = wait_rel(
@@ -185,10 +200,16 @@ components: db: s: {{
     println!("status: {status}");
     assert!(status.contains("<redacted>"), "{status}");
     assert!(status.contains("stringData.password"), "{status}");
-    assert!(!status.contains(SECRET), "status leaks the secret: {status}");
+    assert!(
+        !status.contains(SECRET),
+        "status leaks the secret: {status}"
+    );
     let evs = events_with(&ns.client, &ns.name, "leak", &["RenderFailed"]).await;
     let evs_text = serde_json::to_string(&evs).unwrap();
-    assert!(!evs_text.contains(SECRET), "events leak the secret: {evs_text}");
+    assert!(
+        !evs_text.contains(SECRET),
+        "events leak the secret: {evs_text}"
+    );
     let traces = op.traces();
     assert!(traces.contains("RenderFailed"), "the attempt was traced");
     assert!(!traces.contains(SECRET), "a trace leaks the secret");
