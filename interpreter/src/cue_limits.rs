@@ -24,7 +24,7 @@ pub fn limit_memory(cmd: &mut tokio::process::Command, limit: u64) {
     // async-signal-safe, allocates nothing and takes no lock.
     unsafe {
         cmd.pre_exec(move || {
-            rustix::process::setrlimit(rustix::process::Resource::As, rlimit.clone())
+            rustix::process::setrlimit(rustix::process::Resource::As, rlimit)
                 .map_err(std::io::Error::from)
         });
     }
