@@ -225,7 +225,8 @@ pub struct RenderStats {
 }
 
 /// Exported JSON by render inputs, with the tick of its last use.
-type RenderCache = BTreeMap<RenderKey, (Arc<[u8]>, u64)>;
+/// `Arc<Vec<u8>>`, not `Arc<[u8]>`: the output of `cue` is kept without a second copy.
+type RenderCache = BTreeMap<RenderKey, (Arc<Vec<u8>>, u64)>;
 
 /// Runs `cue` and caches successful renders.
 #[derive(Debug)]
@@ -393,7 +394,7 @@ impl Renderer {
             self.stats.cache_hits.fetch_add(1, Relaxed);
             return Rendered::from_json(&bytes).map(Arc::new);
         }
-        let bytes: Arc<[u8]> = export.await?.into();
+        let bytes = Arc::new(export.await?);
         // Only what passes the shape check is cached.
         let rendered = Arc::new(Rendered::from_json(&bytes)?);
         let mut cache = self.lock_cache();

@@ -64,7 +64,7 @@ async fn renders_at_and_over_the_caps_with_the_peak_rss() {
     let pkg = Package::start().await;
     let op = Operator::start(env, &ns.name, |_| {}).await;
     // (name, objects, bytes of data each, reason expected, what the message must say)
-    let cases: [(&str, usize, usize, &str, &str); 3] = [
+    let cases: [(&str, usize, usize, &str, &str); 4] = [
         ("at-cap", 5000, 6400, "ImpersonationFailed", "not found"),
         (
             "over-objects",
@@ -77,6 +77,14 @@ async fn renders_at_and_over_the_caps_with_the_peak_rss() {
             "over-bytes",
             5000,
             6800,
+            "RenderFailed",
+            "the cap is 33554432",
+        ),
+        // The issue's reference: 60 000 ConfigMaps, ~46 MiB (1.1 GiB peak RSS before).
+        (
+            "issue-13",
+            60000,
+            660,
             "RenderFailed",
             "the cap is 33554432",
         ),
