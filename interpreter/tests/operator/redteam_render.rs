@@ -227,3 +227,95 @@ components: db: s: {{
     }
     op.stop().await;
 }
+
+/// Item 4: a package that allocates without bound, under `--render-memory-limit 256Mi`:
+/// the `cue` run dies of its limit, the release stalls `RenderFailed` naming the limit,
+/// and the operator (this process) is alive and renders the next release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bomb_stalls_render_failed_and_the_operator_lives() {
+    let (env, ns) = namespace().await;
+    let pkg = Package::start().await;
+    let files = vec![
+        (
+            "cue.mod/module.cue",
+            "module: \"example.com/test@v0\"\nlanguage: version: \"v0.17.0\"\n".to_string(),
+        ),
+        (
+            "release.cue",
+            r#"package release
+
+import "list"
+
+kind: "ModuleRelease"
+metadata: {name: "bomb", namespace: "default"}
+_big: [for i in list.Range(0, 50000000, 1) {n: i, s: "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}]
+components: c: cm: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "bomb", data: n: "\(len(_big))"}
+"#
+            .to_string(),
+        ),
+    ];
+    pkg.publish(&ns.client, &ns.name, "bomb", &files).await;
+    let op = Operator::start(env, &ns.name, |a| a.render_memory_limit = 256 << 20).await;
+    let started = Instant::now();
+    create_rel(
+        &ns.client,
+        &release(
+            &ns.name,
+            "bomb",
+            "bomb",
+            ".",
+            json!({"serviceAccountName": "no-such-sa"}),
+        ),
+    )
+    .await;
+    let got = wait_rel(
+        &ns.client,
+        &ns.name,
+        "bomb",
+        "RenderFailed",
+        reason_is_rel("RenderFailed"),
+    )
+    .await;
+    let msg = condition(got.status.as_ref().unwrap(), "Stalled")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    println!(
+        "memory bomb under --render-memory-limit 256Mi: {msg} after {:.1}s; operator peak RSS {:.0} MiB",
+        started.elapsed().as_secs_f64(),
+        mem("VmHWM:")
+    );
+    assert!(
+        msg.contains("cue ran out of memory: the limit of one render is 256.0 MiB"),
+        "{msg}"
+    );
+    pkg.publish(
+        &ns.client,
+        &ns.name,
+        "small",
+        &release_package(
+            "small",
+            &json!({"a": {"one": configmap("small-one", json!({"k": "v"}))}}),
+        ),
+    )
+    .await;
+    create_rel(
+        &ns.client,
+        &release(
+            &ns.name,
+            "small",
+            "small",
+            ".",
+            json!({"serviceAccountName": "no-such-sa"}),
+        ),
+    )
+    .await;
+    wait_rel(
+        &ns.client,
+        &ns.name,
+        "small",
+        "the next release rendered",
+        reason_is_rel("ImpersonationFailed"),
+    )
+    .await;
+    op.stop().await;
+}
