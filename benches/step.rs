@@ -68,6 +68,7 @@ fn attempt(
         let kind = match batch.last() {
             Some(Effect::Render { .. }) => InputKind::Rendered {
                 result: Ok(RenderOutput {
+                    bytes: 0,
                     value: value.clone(),
                     cluster_scoped: vec![],
                 }),

@@ -56,10 +56,29 @@ pub struct Config {
     /// `trace::TraceHeader`).
     #[serde(default)]
     pub allow_operator_identity: AllowOperatorIdentity,
+    /// `--max-render-objects` (SPEC §24): more rendered objects stall `RenderFailed`.
+    #[serde(default = "default_max_render_objects")]
+    pub max_render_objects: u64,
+    /// `--max-render-bytes` (SPEC §24): a larger exported JSON stalls `RenderFailed`.
+    #[serde(default = "default_max_render_bytes")]
+    pub max_render_bytes: u64,
 }
 
 fn default_requeue_dependency() -> Duration {
     Duration::from_secs(30)
+}
+
+/// SPEC §24 default of `--max-render-objects`.
+pub const DEFAULT_MAX_RENDER_OBJECTS: u64 = 5_000;
+/// SPEC §24 default of `--max-render-bytes` (32 MiB).
+pub const DEFAULT_MAX_RENDER_BYTES: u64 = 32 * 1024 * 1024;
+
+fn default_max_render_objects() -> u64 {
+    DEFAULT_MAX_RENDER_OBJECTS
+}
+
+fn default_max_render_bytes() -> u64 {
+    DEFAULT_MAX_RENDER_BYTES
 }
 
 impl Default for Config {
@@ -69,6 +88,8 @@ impl Default for Config {
             allow_cross_namespace_refs: false,
             requeue_dependency: default_requeue_dependency(),
             allow_operator_identity: AllowOperatorIdentity::Off,
+            max_render_objects: DEFAULT_MAX_RENDER_OBJECTS,
+            max_render_bytes: DEFAULT_MAX_RENDER_BYTES,
         }
     }
 }

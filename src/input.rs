@@ -262,6 +262,14 @@ pub struct RenderOutput {
     /// other kind is treated as namespaced.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster_scoped: Vec<GroupKind>,
+    /// Size of the exported JSON `cue` wrote, in bytes (0: not measured, as in traces
+    /// older than the cap). The core compares it with `--max-render-bytes` (SPEC §24).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why rendering failed. The interpreter classifies `cue`'s stderr into these variants.
@@ -299,6 +307,13 @@ pub enum RenderError {
     /// Local failure (temp dir, spawn): retried.
     #[error("{message}")]
     Io { message: String },
+    /// `cue` wrote more than the byte cap; the interpreter stopped reading (and killed it)
+    /// once `bytes_at_least` bytes had arrived (SPEC §24 `--max-render-bytes`).
+    #[error("exported JSON is more than {bytes_at_least} bytes; the cap is {cap}")]
+    TooLarge { bytes_at_least: u64, cap: u64 },
+    /// `cue` was stopped by its memory limit (SPEC §24 `--render-memory-limit`).
+    #[error("cue ran out of memory under its limit of {limit_bytes} bytes")]
+    OutOfMemory { limit_bytes: u64 },
 }
 
 /// The result of an operation on one object.

@@ -69,14 +69,25 @@ fn render_failed(message: String) -> Failure {
 }
 
 /// Turns the exported value into stamped objects, sorted by (group, kind, namespace, name).
+/// Borrowing form of [`build_owned`] (it clones the value once).
 pub fn build(
     value: &Value,
     cluster_scoped: &[GroupKind],
     release: &ReleaseIdentity,
 ) -> Result<Vec<DesiredObject>, Failure> {
-    let top = value
-        .as_object()
-        .ok_or_else(|| render_failed("exported value is not an object".to_string()))?;
+    build_owned(value.clone(), cluster_scoped, release)
+}
+
+/// [`build`] consuming the exported value: each object's manifest is moved into its
+/// [`DesiredObject`], never copied, so a render at the caps is held once here (SPEC §24).
+pub fn build_owned(
+    value: Value,
+    cluster_scoped: &[GroupKind],
+    release: &ReleaseIdentity,
+) -> Result<Vec<DesiredObject>, Failure> {
+    let Value::Object(mut top) = value else {
+        return Err(render_failed("exported value is not an object".to_string()));
+    };
     match top.get("kind").and_then(Value::as_str) {
         Some("ModuleRelease") => {}
         Some(other) => {
@@ -92,20 +103,23 @@ pub fn build(
             ));
         }
     }
-    let components = top
-        .get("components")
-        .and_then(Value::as_object)
-        .ok_or_else(|| render_failed("exported value has no components object".to_string()))?;
+    let Some(Value::Object(components)) = top.remove("components") else {
+        return Err(render_failed(
+            "exported value has no components object".to_string(),
+        ));
+    };
 
     let mut seen: BTreeMap<ResourceId, String> = BTreeMap::new();
     let mut out = Vec::new();
     for (component, entries) in sorted(components) {
-        let entries = entries
-            .as_object()
-            .ok_or_else(|| render_failed(format!("component \"{component}\" is not an object")))?;
+        let Value::Object(entries) = entries else {
+            return Err(render_failed(format!(
+                "component \"{component}\" is not an object"
+            )));
+        };
         for (key, obj) in sorted(entries) {
             let where_ = format!("component \"{component}\" key \"{key}\"");
-            let d = build_one(obj, component, cluster_scoped, release)
+            let d = build_one(obj, &component, cluster_scoped, release)
                 .map_err(|why| render_failed(format!("{where_}: {why}")))?;
             let mut identity = d.id.clone();
             identity.version.clear();
@@ -122,9 +136,80 @@ pub fn build(
     Ok(out)
 }
 
-fn sorted(map: &Map<String, Value>) -> Vec<(&String, &Value)> {
-    let mut v: Vec<_> = map.iter().collect();
-    v.sort_by(|a, b| a.0.cmp(b.0));
+/// The objects a render holds: entries of every `components.<c>` struct.
+pub fn object_count(value: &Value) -> u64 {
+    value
+        .get("components")
+        .and_then(Value::as_object)
+        .map(|cs| {
+            cs.values()
+                .filter_map(Value::as_object)
+                .map(|objs| objs.len() as u64)
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// The render caps of SPEC §24, checked before any object is built: over
+/// `--max-render-objects` or `--max-render-bytes` is a stall `RenderFailed` naming the
+/// count or size and the cap. `bytes` is what the interpreter measured (0: unknown).
+pub fn check_caps(
+    value: &Value,
+    bytes: u64,
+    max_objects: u64,
+    max_bytes: u64,
+) -> Result<(), Failure> {
+    let n = object_count(value);
+    if n > max_objects {
+        return Err(render_failed(format!(
+            "rendered {n} objects; the cap is {max_objects} (--max-render-objects)"
+        )));
+    }
+    if bytes > max_bytes {
+        return Err(render_failed(format!(
+            "rendered {bytes} bytes of JSON ({}); the cap is {max_bytes} ({}, --max-render-bytes)",
+            human_bytes(bytes),
+            human_bytes(max_bytes)
+        )));
+    }
+    Ok(())
+}
+
+/// The message of a render whose output passed the byte cap while it was read.
+pub fn too_large_message(err: &crate::input::RenderError) -> String {
+    match err {
+        crate::input::RenderError::TooLarge {
+            bytes_at_least,
+            cap,
+        } => format!(
+            "rendered more than {bytes_at_least} bytes of JSON; the cap is {cap} ({}, --max-render-bytes)",
+            human_bytes(*cap)
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// `1.5 MiB`-style text for messages (binary units, one decimal).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = UNITS[0];
+    for u in &UNITS[1..] {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{v:.1} {unit}")
+}
+
+fn sorted(map: Map<String, Value>) -> Vec<(String, Value)> {
+    let mut v: Vec<_> = map.into_iter().collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
     v
 }
 
@@ -141,15 +226,14 @@ fn non_empty_str<'a>(
 }
 
 fn build_one(
-    obj: &Value,
+    obj: Value,
     component: &str,
     cluster_scoped: &[GroupKind],
     release: &ReleaseIdentity,
 ) -> Result<DesiredObject, String> {
-    let mut manifest = obj
-        .as_object()
-        .cloned()
-        .ok_or_else(|| "object is not a JSON object".to_string())?;
+    let Value::Object(mut manifest) = obj else {
+        return Err("object is not a JSON object".to_string());
+    };
     let api_version = non_empty_str(&manifest, "apiVersion", "apiVersion")?.to_string();
     let kind = non_empty_str(&manifest, "kind", "kind")?.to_string();
     let (group, version) = split_api_version(&api_version);

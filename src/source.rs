@@ -181,6 +181,16 @@ pub fn render_failure(err: &RenderError) -> Failure {
         RenderError::Timeout { message }
         | RenderError::RegistryUnreachable { message }
         | RenderError::Io { message } => Failure::transient(RENDER_FAILED, message.clone()),
+        RenderError::TooLarge { .. } => {
+            Failure::stalled(RENDER_FAILED, crate::render_value::too_large_message(err))
+        }
+        RenderError::OutOfMemory { limit_bytes } => Failure::stalled(
+            RENDER_FAILED,
+            format!(
+                "cue ran out of memory: the limit of one render is {} (--render-memory-limit)",
+                crate::render_value::human_bytes(*limit_bytes)
+            ),
+        ),
     }
 }
 

@@ -16,6 +16,7 @@ use support::*;
 fn deleting(prune: bool, sa: Option<&str>) -> ModuleRelease {
     let canned = Canned {
         render: Ok(RenderOutput {
+            bytes: 0,
             value: exported(
                 json!({"ns": {"n": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "extra"}}}}),
             ),

@@ -144,6 +144,7 @@ fn with_stale_object() -> (opm_core::api::ModuleRelease, Canned) {
     // First apply renders an extra ConfigMap "old"; the next render drops it.
     let first = Canned {
         render: Ok(RenderOutput {
+            bytes: 0,
             value: exported(
                 json!({"legacy": {"old": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "old"}}}}),
             ),
@@ -537,6 +538,7 @@ fn prune_forbidden_while_impersonating_stalls() {
 fn stale_namespaces_and_crds_are_never_pruned() {
     let first = Canned {
         render: Ok(RenderOutput {
+            bytes: 0,
             value: exported(json!({"infra": {
                 "ns": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "extra"}},
                 "crd": {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "widgets.example.com"}}
@@ -571,6 +573,7 @@ fn component_rename_or_version_change_is_not_stale() {
         .replace("\"config\":", "\"settings\":");
     let canned = Canned {
         render: Ok(RenderOutput {
+            bytes: 0,
             value: serde_json::from_str(&renamed).unwrap(),
             cluster_scoped: vec![],
         }),

@@ -392,6 +392,7 @@ fn unsupported_kind_stalls() {
     // Also when the exported value itself says so.
     let canned = Canned {
         render: Ok(RenderOutput {
+            bytes: 0,
             value: json!({"components": {}}),
             cluster_scoped: vec![],
         }),
@@ -451,6 +452,7 @@ fn evaluation_errors_and_malformed_objects_stall_as_render_failed() {
     );
     let canned = Canned {
         render: Ok(RenderOutput {
+            bytes: 0,
             value: bad,
             cluster_scoped: vec![],
         }),
@@ -470,6 +472,7 @@ fn evaluation_errors_and_malformed_objects_stall_as_render_failed() {
     );
     let canned = Canned {
         render: Ok(RenderOutput {
+            bytes: 0,
             value: conflicting,
             cluster_scoped: vec![],
         }),
@@ -503,4 +506,76 @@ fn registry_unreachable_or_cue_timeout_is_transient() {
         assert_transient(&r, "RenderFailed", "Render", &msg, 1);
         assert_eq!(r.status.history[0].phase, "render");
     }
+}
+
+/// SPEC §4/§24: a render over `--max-render-objects` or `--max-render-bytes`, or one that
+/// the interpreter cut off at the byte cap or that ran out of memory, stalls `RenderFailed`
+/// with the figures; nothing is applied.
+#[test]
+fn renders_over_the_caps_stall_with_the_count_or_size() {
+    let two = exported(json!({"a": {
+        "x": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
+        "y": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "y"}}}}));
+    let cfg = Config {
+        max_render_objects: 4,
+        max_render_bytes: 1000,
+        ..Default::default()
+    };
+    let out = |bytes| Canned {
+        render: Ok(RenderOutput {
+            bytes,
+            value: two.clone(),
+            cluster_scoped: vec![],
+        }),
+        ..Default::default()
+    };
+    let r = run_mr(&cfg, module_release(), &out(10));
+    assert_stall(
+        &r,
+        "RenderFailed",
+        "Render",
+        "rendered 5 objects; the cap is 4 (--max-render-objects)",
+    );
+    let cfg = Config {
+        max_render_bytes: 1000,
+        ..Default::default()
+    };
+    let r = run_mr(&cfg, module_release(), &out(1001));
+    assert_stall(
+        &r,
+        "RenderFailed",
+        "Render",
+        "rendered 1001 bytes of JSON (1001 B); the cap is 1000 (1000 B, --max-render-bytes)",
+    );
+    assert_eq!(
+        run_mr(&cfg, module_release(), &out(1000)).outcome,
+        Outcome::Applied
+    );
+    let canned = Canned {
+        render: Err(RenderError::TooLarge {
+            bytes_at_least: 2000,
+            cap: 1000,
+        }),
+        ..Default::default()
+    };
+    let r = run_mr(&cfg, module_release(), &canned);
+    assert_stall(
+        &r,
+        "RenderFailed",
+        "Render",
+        "rendered more than 2000 bytes of JSON; the cap is 1000 (1000 B, --max-render-bytes)",
+    );
+    let canned = Canned {
+        render: Err(RenderError::OutOfMemory {
+            limit_bytes: 1 << 30,
+        }),
+        ..Default::default()
+    };
+    let r = run_mr(&cfg, module_release(), &canned);
+    assert_stall(
+        &r,
+        "RenderFailed",
+        "Render",
+        "cue ran out of memory: the limit of one render is 1.0 GiB (--render-memory-limit)",
+    );
 }

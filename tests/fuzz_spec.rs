@@ -455,13 +455,19 @@ fn respond(effect: &Effect, r: &mut Rng) -> Option<InputKind> {
                 1 => Err(RenderError::Timeout {
                     message: odd_string(r, 10),
                 }),
+                2 if r.one_in(8) => Err(RenderError::TooLarge {
+                    bytes_at_least: r.below(u64::MAX),
+                    cap: r.below(u64::MAX),
+                }),
                 2 => Ok(RenderOutput {
                     value: value(r, 3),
                     cluster_scoped: vec![],
+                    bytes: r.below(1 << 26),
                 }),
                 _ => Ok(RenderOutput {
                     value: render_output(r),
                     cluster_scoped: vec![],
+                    bytes: r.below(1 << 20),
                 }),
             },
         },

@@ -293,6 +293,7 @@ fn time_going_backwards_is_clamped() {
             past,
             InputKind::Rendered {
                 result: Ok(opm_core::input::RenderOutput {
+                    bytes: 0,
                     value: exported(serde_json::json!({})),
                     cluster_scoped: vec![],
                 }),

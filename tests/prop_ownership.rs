@@ -208,6 +208,7 @@ fn applied_with_policy() -> ReleaseStatus {
                 "metadata": {"name": "kept", "annotations": {"releases.opmodel.dev/prune": "disabled"}}}}}),
             ),
             cluster_scoped: vec![],
+            bytes: 0,
         }),
         ..Default::default()
     };

@@ -101,6 +101,7 @@ fn respond(effect: &Effect, c: u8) -> InputKind {
                 })
             } else {
                 Ok(RenderOutput {
+                    bytes: 0,
                     value: render_value(c / 4),
                     cluster_scoped: vec![],
                 })

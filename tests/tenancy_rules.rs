@@ -41,6 +41,7 @@ fn rendering(extra: Value, cluster_scoped: Vec<GroupKind>) -> Canned {
         render: Ok(RenderOutput {
             value: exported(extra),
             cluster_scoped,
+            bytes: 0,
         }),
         ..Default::default()
     }

@@ -85,14 +85,14 @@ impl Resolver {
     /// The cluster-scoped kinds among `objects` (apiVersion/kind values): those discovery
     /// knows as cluster-scoped, plus kinds defined by cluster-scoped CRDs in `objects`
     /// themselves. Unknown kinds are left out (treated as namespaced by the core).
-    pub async fn cluster_scoped(&self, objects: &[Value]) -> Vec<GroupKind> {
+    pub async fn cluster_scoped(&self, objects: &[&Value]) -> Vec<GroupKind> {
         let mut out: Vec<GroupKind> = Vec::new();
-        for obj in objects {
+        for &obj in objects {
             if let Some(gk) = crd_defined_cluster_kind(obj) {
                 out.push(gk);
             }
         }
-        for obj in objects {
+        for &obj in objects {
             let (Some(api_version), Some(kind)) = (
                 obj.get("apiVersion").and_then(Value::as_str),
                 obj.get("kind").and_then(Value::as_str),

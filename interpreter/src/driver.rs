@@ -417,13 +417,13 @@ async fn execute(
             let rendered = rt.local.render(request).await;
             rt.metrics.record_render(key, started.elapsed());
             let result = match rendered {
-                Ok(mut value) => {
+                Ok((mut value, bytes)) => {
                     secrets.redact_render(&mut value);
-                    let objects = flatten(&value);
-                    let cluster_scoped = rt.resolver.cluster_scoped(&objects).await;
+                    let cluster_scoped = rt.resolver.cluster_scoped(&flatten(&value)).await;
                     Ok(RenderOutput {
                         value,
                         cluster_scoped,
+                        bytes,
                     })
                 }
                 Err(e) => Err(e),
@@ -463,6 +463,12 @@ async fn execute(
                         .collect(),
                 },
             };
+            let mut report = report;
+            for o in &mut report.errors {
+                if let Err(e) = &mut o.result {
+                    secrets.scrub_api_error(e);
+                }
+            }
             InputKind::DriftChecked { report }
         }
         Effect::Apply {
@@ -488,6 +494,13 @@ async fn execute(
                 }
                 Err(e) => failed_apply(stages, e),
             };
+            let mut report = report;
+            // SPEC §23: an API error may echo a Secret value.
+            for o in &mut report.objects {
+                if let Err(e) = &mut o.result {
+                    secrets.scrub_api_error(e);
+                }
+            }
             InputKind::Applied { report }
         }
         Effect::InspectOwners { targets, identity } => {
@@ -566,15 +579,16 @@ fn wrote(
     result.map(|_| ())
 }
 
-/// The objects under `components.<c>.<key>` of an exported render.
-fn flatten(exported: &Value) -> Vec<Value> {
+/// The objects under `components.<c>.<key>` of an exported render (borrowed: a render at
+/// the caps is not copied for the scope lookup).
+fn flatten(exported: &Value) -> Vec<&Value> {
     exported
         .get("components")
         .and_then(Value::as_object)
         .map(|cs| {
             cs.values()
                 .filter_map(Value::as_object)
-                .flat_map(|objs| objs.values().cloned())
+                .flat_map(|objs| objs.values())
                 .collect()
         })
         .unwrap_or_default()

@@ -13,12 +13,15 @@
 //! - [`rendered`]: the exported release value and Secret redaction (SPEC §23).
 
 pub mod artifact_cache;
+pub mod cue_limits;
 pub mod extract;
 pub mod fetch;
 pub mod module_ref;
+pub mod redact;
 pub mod release_path;
 pub mod render;
 pub mod rendered;
+pub mod size_flag;
 
 pub mod admission;
 pub mod api_error;

@@ -13,7 +13,7 @@ use crate::fetch::FetchError;
 use crate::metrics::FetchObservation;
 use crate::module_ref::{ModuleRef, ReleaseIdentity};
 use crate::release_path::{PathError, resolve_path};
-use crate::render::{RenderError, Renderer};
+use crate::render::{RenderError, Rendered, Renderer};
 
 /// Fetch and render, as the driver needs them.
 pub struct Local {
@@ -43,8 +43,8 @@ impl Local {
         Ok((fetched, observed))
     }
 
-    /// Renders the request and returns the exported value.
-    pub async fn render(&self, request: &RenderRequest) -> Result<Value, CoreRender> {
+    /// Renders the request and returns the exported value with the size of its JSON.
+    pub async fn render(&self, request: &RenderRequest) -> Result<(Value, u64), CoreRender> {
         match request {
             RenderRequest::Module {
                 path,
@@ -66,7 +66,7 @@ impl Local {
                     .render_module_cached(&module, &values, &identity)
                     .await
                     .map_err(render_error)?;
-                Ok(rendered.exported.clone())
+                Ok(Rendered::into_parts(rendered))
             }
             RenderRequest::Artifact {
                 artifact_digest,
@@ -93,7 +93,7 @@ impl Local {
                     .render_package_cached(artifact_digest, path, &dir)
                     .await
                     .map_err(render_error)?;
-                Ok(rendered.exported.clone())
+                Ok(Rendered::into_parts(rendered))
             }
         }
     }
@@ -139,9 +139,18 @@ pub fn render_error(e: RenderError) -> CoreRender {
         RenderError::RegistryUnreachable { .. } => CoreRender::RegistryUnreachable { message },
         RenderError::Timeout { .. } => CoreRender::Timeout { message },
         RenderError::UnsupportedKind { kind } => CoreRender::UnsupportedKind { kind },
-        RenderError::Evaluation { .. }
-        | RenderError::InvalidOutput { .. }
-        | RenderError::OutputTooLarge { .. } => CoreRender::Evaluation { message },
+        RenderError::Evaluation { .. } | RenderError::InvalidOutput { .. } => {
+            CoreRender::Evaluation { message }
+        }
+        // The core decides these (SPEC §24) from the typed figures.
+        RenderError::OutputTooLarge {
+            bytes_at_least,
+            limit,
+        } => CoreRender::TooLarge {
+            bytes_at_least,
+            cap: limit as u64,
+        },
+        RenderError::OutOfMemory { limit } => CoreRender::OutOfMemory { limit_bytes: limit },
         RenderError::Io { .. } => CoreRender::Io { message },
     }
 }

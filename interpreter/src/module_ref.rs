@@ -159,7 +159,7 @@ pub fn synthesise_release(
             });
         }
     };
-    let q = |s: &str| Value::String(s.to_owned()).to_string();
+    let q = |s: &str| ascii_cue(&Value::String(s.to_owned()).to_string());
     let module_cue = format!(
         "module: {}\nlanguage: version: {}\ndeps: {}: v: {}\n",
         q(RELEASE_MODULE),
@@ -175,7 +175,7 @@ pub fn synthesise_release(
     let release_cue = format!(
         "package release\n\nimport m {import}\n\n_values: {values}\n\n_m: m & {{\n\t#config: m.#config & _values\n\t#release: {identity_cue}\n}}\n\nkind: \"ModuleRelease\"\nmetadata: {identity_cue}\ncomponents: _m.components\n",
         import = q(&format!("{}:{}", module.path, module.package)),
-        values = serde_json::to_string_pretty(&values).unwrap_or_else(|_| "{}".into()),
+        values = ascii_cue(&serde_json::to_string_pretty(&values).unwrap_or_else(|_| "{}".into())),
     );
     Ok(ReleaseFiles {
         module_cue,
@@ -183,9 +183,39 @@ pub fn synthesise_release(
     })
 }
 
+/// JSON text with every non-ASCII character written as a CUE escape (`\uXXXX`, or
+/// `\UXXXXXXXX` beyond the BMP). CUE's scanner refuses some characters written raw: a
+/// U+FEFF (byte order mark) anywhere but the file's start is "illegal byte order mark",
+/// which stalled any release whose values held one (issue 13). In serde_json's output
+/// non-ASCII only occurs inside string literals, where the escape means the same string.
+fn ascii_cue(json: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c as u32 {
+            0..=0x7f => out.push(c),
+            n @ 0x80..=0xffff => {
+                let _ = write!(out, "\\u{n:04x}");
+            }
+            n => {
+                let _ = write!(out, "\\U{n:08x}");
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn non_ascii_values_are_escaped_for_cue() {
+        assert_eq!(
+            ascii_cue("{\"a\": \"x\u{feff}é😀\"}"),
+            "{\"a\": \"x\\ufeff\\u00e9\\U0001f600\"}"
+        );
+    }
 
     #[test]
     fn valid_references() {

@@ -22,8 +22,19 @@ pub use crate::rendered::Rendered;
 
 /// Default deadline of one `cue` run (SPEC §18).
 pub const DEFAULT_RENDER_TIMEOUT: Duration = Duration::from_secs(60);
-/// Default cap on `cue`'s stdout (the exported JSON).
-pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
+/// Default cap on `cue`'s stdout (the exported JSON): `--max-render-bytes` (SPEC §24).
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = opm_core::config::DEFAULT_MAX_RENDER_BYTES as usize;
+/// `--max-concurrent-renders` (SPEC §24): `cue` runs at once; the others wait their turn.
+pub const DEFAULT_MAX_CONCURRENT_RENDERS: usize = 2;
+/// `--render-memory-limit` (SPEC §24): memory of one `cue` run.
+pub const DEFAULT_RENDER_MEMORY_LIMIT: u64 = 1024 * 1024 * 1024;
+/// Address space a `cue` run may reserve beyond its memory limit. Go reserves address
+/// space it never touches: with `cue` v0.17.1 a trivial export does not start under a
+/// 768 MiB `RLIMIT_AS` (page-allocator summaries, thread stacks, glibc arenas), and under
+/// limit + 1.5 GiB a memory bomb dies with `fatal error: out of memory` at about the
+/// limit of resident memory (measured: 1.0-1.25 GiB with a 1 GiB limit). `GOMEMLIMIT`
+/// set to the limit makes the collector work to stay below it first.
+pub const ADDRESS_SPACE_HEADROOM: u64 = 1536 * 1024 * 1024;
 /// Stderr kept for messages; the rest is read and dropped so the child never blocks.
 pub const DEFAULT_MAX_STDERR_BYTES: usize = 8 * 1024;
 /// Lines of `cue`'s stderr kept in an error message: the first ones name the field.
@@ -44,6 +55,11 @@ pub struct RenderConfig {
     pub timeout: Duration,
     pub max_output_bytes: usize,
     pub max_stderr_bytes: usize,
+    /// `cue` runs at once (at least 1); further renders wait for a turn.
+    pub max_concurrent: usize,
+    /// `GOMEMLIMIT` and, plus [`ADDRESS_SPACE_HEADROOM`], `RLIMIT_AS` of each run;
+    /// `None` runs `cue` unlimited.
+    pub memory_limit: Option<u64>,
 }
 
 impl RenderConfig {
@@ -55,6 +71,8 @@ impl RenderConfig {
             timeout: DEFAULT_RENDER_TIMEOUT,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             max_stderr_bytes: DEFAULT_MAX_STDERR_BYTES,
+            max_concurrent: DEFAULT_MAX_CONCURRENT_RENDERS,
+            memory_limit: Some(DEFAULT_RENDER_MEMORY_LIMIT),
         }
     }
 }
@@ -79,8 +97,13 @@ pub enum RenderError {
     /// The exported value is not JSON of the expected shape.
     #[error("invalid render output: {message}")]
     InvalidOutput { message: String },
-    #[error("cue output exceeds {limit} bytes")]
-    OutputTooLarge { limit: usize },
+    /// More than `limit` bytes arrived on stdout: reading stopped and `cue` was killed, so
+    /// only a lower bound of the size is known.
+    #[error("cue output is more than {bytes_at_least} bytes; the cap is {limit}")]
+    OutputTooLarge { bytes_at_least: u64, limit: usize },
+    /// `cue` died of its memory limit (`fatal error: out of memory`, or killed).
+    #[error("cue ran out of memory under its limit of {limit} bytes")]
+    OutOfMemory { limit: u64 },
     /// `cue` could not be started or a temporary directory could not be made: an operator
     /// installation problem, retried with backoff until it is fixed.
     #[error("cannot run cue: {message}")]
@@ -98,7 +121,8 @@ impl RenderError {
             | Self::Evaluation { .. }
             | Self::UnsupportedKind { .. }
             | Self::InvalidOutput { .. }
-            | Self::OutputTooLarge { .. } => FailureClass::Stalled,
+            | Self::OutputTooLarge { .. }
+            | Self::OutOfMemory { .. } => FailureClass::Stalled,
         }
     }
 
@@ -112,13 +136,18 @@ impl RenderError {
             | Self::Io { .. }
             | Self::Evaluation { .. }
             | Self::InvalidOutput { .. }
-            | Self::OutputTooLarge { .. } => "RenderFailed",
+            | Self::OutputTooLarge { .. }
+            | Self::OutOfMemory { .. } => "RenderFailed",
         }
     }
 }
 
 /// Classifies a failed `cue` run by its stderr. Message texts are pinned by tests against the
 /// real binary, so an upgrade that changes them fails loudly.
+///
+/// An evaluation error quotes values, and a value may be a secret (SPEC §23): its quoted
+/// strings are redacted. Resolution and registry errors quote module paths and registry
+/// URLs from the spec and the flags, which stay readable.
 pub fn classify_stderr(stderr: &str) -> RenderError {
     let message = first_lines(stderr);
     if is_registry_unreachable(stderr) {
@@ -126,7 +155,9 @@ pub fn classify_stderr(stderr: &str) -> RenderError {
     } else if RESOLUTION.iter().any(|p| stderr.contains(p)) {
         RenderError::Resolution { message }
     } else {
-        RenderError::Evaluation { message }
+        RenderError::Evaluation {
+            message: crate::redact::cue_message(&message),
+        }
     }
 }
 
@@ -187,10 +218,15 @@ pub struct RenderStats {
     pub runs: AtomicU64,
     /// Renders served from the render cache.
     pub cache_hits: AtomicU64,
+    /// `cue` runs that had to wait for a turn (`--max-concurrent-renders`).
+    pub queued: AtomicU64,
+    /// Most `cue` runs seen at once.
+    pub peak_running: AtomicU64,
 }
 
 /// Exported JSON by render inputs, with the tick of its last use.
-type RenderCache = BTreeMap<RenderKey, (Arc<[u8]>, u64)>;
+/// `Arc<Vec<u8>>`, not `Arc<[u8]>`: the output of `cue` is kept without a second copy.
+type RenderCache = BTreeMap<RenderKey, (Arc<Vec<u8>>, u64)>;
 
 /// Runs `cue` and caches successful renders.
 #[derive(Debug)]
@@ -202,11 +238,16 @@ pub struct Renderer {
     cache: Mutex<RenderCache>,
     tick: AtomicU64,
     stats: RenderStats,
+    /// Turns of `cue` (SPEC §24 `--max-concurrent-renders`); waiting renders queue here.
+    turns: tokio::sync::Semaphore,
+    running: AtomicU64,
 }
 
 impl Renderer {
     pub fn new(config: RenderConfig) -> Self {
         Self {
+            turns: tokio::sync::Semaphore::new(config.max_concurrent.max(1)),
+            running: 0.into(),
             config,
             cue_version: OnceCell::new(),
             cache: Mutex::new(BTreeMap::new()),
@@ -353,11 +394,11 @@ impl Renderer {
             self.stats.cache_hits.fetch_add(1, Relaxed);
             return Rendered::from_json(&bytes).map(Arc::new);
         }
-        let bytes = export.await?;
+        let bytes = Arc::new(export.await?);
         // Only what passes the shape check is cached.
         let rendered = Arc::new(Rendered::from_json(&bytes)?);
         let mut cache = self.lock_cache();
-        cache.insert(key, (bytes.into(), self.tick.fetch_add(1, Relaxed)));
+        cache.insert(key, (bytes, self.tick.fetch_add(1, Relaxed)));
         let mut total: usize = cache.values().map(|(b, _)| b.len()).sum();
         while total > RENDER_CACHE_BYTES && cache.len() > 1 {
             let oldest = cache
@@ -402,11 +443,25 @@ impl Renderer {
         if let Some(c) = &self.config.cue_cache_dir {
             cmd.env("CUE_CACHE_DIR", c);
         }
+        if let Some(limit) = self.config.memory_limit {
+            crate::cue_limits::limit_memory(&mut cmd, limit);
+        }
         if !dir.is_dir() {
             return Err(RenderError::Io {
                 message: format!("{} is not a directory", dir.display()),
             });
         }
+        let _turn = match self.turns.try_acquire() {
+            Ok(t) => t,
+            Err(_) => {
+                self.stats.queued.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(dir = %dir.display(), "waiting for a cue turn (--max-concurrent-renders)");
+                self.turns.acquire().await.map_err(|_| RenderError::Io {
+                    message: "renderer closed".into(),
+                })?
+            }
+        };
+        let _running = Running::enter(&self.running, &self.stats.peak_running);
         let started = std::time::Instant::now();
         self.stats.runs.fetch_add(1, Ordering::Relaxed);
         let mut child = cmd.spawn().map_err(|e| self.spawn_error(e))?;
@@ -420,7 +475,7 @@ impl Renderer {
         let out_cap = self.config.max_output_bytes;
         let run = async {
             let out = read_capped(stdout, out_cap).await;
-            let status = if out.is_some() {
+            let status = if out.is_ok() {
                 child.wait().await.ok()
             } else {
                 None
@@ -436,18 +491,30 @@ impl Renderer {
                     after: self.config.timeout,
                 });
             }
-            Ok((None, _)) => {
+            Ok((Err(seen), _)) => {
                 let _ = child.kill().await;
                 stderr_task.abort();
-                return Err(RenderError::OutputTooLarge { limit: out_cap });
+                return Err(RenderError::OutputTooLarge {
+                    bytes_at_least: seen as u64,
+                    limit: out_cap,
+                });
             }
-            Ok((Some(out), status)) => (out, status),
+            Ok((Ok(out), status)) => (out, status),
         };
         let stderr = stderr_task.await.unwrap_or_default();
         tracing::debug!(dir = %dir.display(), elapsed_ms = started.elapsed().as_millis() as u64, "cue export finished");
         match status {
             Some(s) if s.success() => Ok(out),
-            Some(_) => Err(classify_stderr(&String::from_utf8_lossy(&stderr))),
+            Some(s) => {
+                let stderr = String::from_utf8_lossy(&stderr);
+                match self.config.memory_limit {
+                    Some(limit) if crate::cue_limits::died_of_memory(&s, &stderr) => {
+                        tracing::warn!(dir = %dir.display(), limit, "cue ran out of memory");
+                        Err(RenderError::OutOfMemory { limit })
+                    }
+                    _ => Err(classify_stderr(&stderr)),
+                }
+            }
             None => Err(RenderError::Io {
                 message: "waiting for cue failed".into(),
             }),
@@ -455,16 +522,34 @@ impl Renderer {
     }
 }
 
-/// Reads everything, or `None` once more than `cap` bytes arrived.
-async fn read_capped(mut r: impl AsyncRead + Unpin, cap: usize) -> Option<Vec<u8>> {
+/// Counts a running `cue` for [`RenderStats::peak_running`] until dropped.
+struct Running<'a>(&'a AtomicU64);
+
+impl<'a> Running<'a> {
+    fn enter(running: &'a AtomicU64, peak: &AtomicU64) -> Self {
+        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+        peak.fetch_max(now, Ordering::SeqCst);
+        Self(running)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Reads everything, or stops once more than `cap` bytes arrived and returns how many had
+/// (the buffer never grows past the cap, whatever `cue` writes).
+async fn read_capped(mut r: impl AsyncRead + Unpin, cap: usize) -> Result<Vec<u8>, usize> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match r.read(&mut buf).await {
-            Ok(0) | Err(_) => return Some(out),
+            Ok(0) | Err(_) => return Ok(out),
             Ok(n) => {
                 if out.len() + n > cap {
-                    return None;
+                    return Err(out.len() + n);
                 }
                 out.extend_from_slice(&buf[..n]);
             }
@@ -524,7 +609,7 @@ mod tests {
         assert_eq!(
             e,
             RenderError::Evaluation {
-                message: eval.trim_end().to_owned()
+                message: eval.trim_end().replace("\"x\"", "\"<redacted>\"")
             }
         );
         assert_eq!(
@@ -593,7 +678,18 @@ mod tests {
             .render_package(dir.path())
             .await
             .unwrap_err();
-        assert_eq!(err, RenderError::OutputTooLarge { limit: 10_000 });
+        let RenderError::OutputTooLarge {
+            bytes_at_least,
+            limit,
+        } = err
+        else {
+            panic!("{err:?}")
+        };
+        assert_eq!(limit, 10_000);
+        assert!(
+            bytes_at_least > 10_000 && bytes_at_least <= 10_000 + 64 * 1024,
+            "{bytes_at_least}"
+        );
     }
 
     #[tokio::test]
@@ -628,6 +724,42 @@ mod tests {
         assert_eq!(
             (err.class(), err.reason()),
             (FailureClass::Stalled, "RenderFailed")
+        );
+    }
+
+    #[tokio::test]
+    async fn at_most_max_concurrent_cue_runs_at_once_the_rest_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = "sleep 0.3; echo '{\"kind\":\"ModuleRelease\",\"components\":{}}'";
+        let mut cfg = RenderConfig::new(fake_cue(dir.path(), script));
+        cfg.max_concurrent = 2;
+        let r = Renderer::new(cfg);
+        let renders = (0..5).map(|_| r.render_package(dir.path()));
+        for res in futures::future::join_all(renders).await {
+            res.unwrap();
+        }
+        let s = r.stats();
+        assert_eq!(s.runs.load(Ordering::Relaxed), 5);
+        assert_eq!(s.peak_running.load(Ordering::Relaxed), 2);
+        assert!(s.queued.load(Ordering::Relaxed) >= 3);
+    }
+
+    #[tokio::test]
+    async fn cue_gets_gomemlimit_and_an_address_space_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = "echo \"$GOMEMLIMIT $(ulimit -v)\" >&2; exit 1";
+        let mut cfg = RenderConfig::new(fake_cue(dir.path(), script));
+        cfg.memory_limit = Some(1 << 30);
+        let err = Renderer::new(cfg)
+            .render_package(dir.path())
+            .await
+            .unwrap_err();
+        let kib = crate::cue_limits::address_space_for(1 << 30) / 1024;
+        assert_eq!(
+            err,
+            RenderError::Evaluation {
+                message: format!("{} {kib}", 1u64 << 30)
+            }
         );
     }
 

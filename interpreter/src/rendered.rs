@@ -1,19 +1,20 @@
 //! The exported release value (DESIGN §3). Its Secrets are redacted before the core sees
 //! them by [`crate::secrets::SecretTable`] (SPEC §23).
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::render::RenderError;
 
-/// The exported release: `kind: ModuleRelease`, `metadata`, `components`.
+/// The exported release: `kind: ModuleRelease`, `metadata`, `components`. The objects
+/// stay inside `exported` (checked, never copied out): a render at the caps is held once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rendered {
     /// The whole exported value.
     pub exported: Value,
-    /// `components.<component>.<key>` → object, in sorted order.
-    pub components: BTreeMap<String, BTreeMap<String, Value>>,
+    /// Size of the exported JSON, in bytes (compared with `--max-render-bytes` by the core).
+    pub bytes: u64,
 }
 
 impl Rendered {
@@ -43,31 +44,51 @@ impl Rendered {
             Some(_) => return Err(invalid("components is not a struct".into())),
             None => return Err(invalid("exported value has no components".into())),
         };
-        let mut components = BTreeMap::new();
         for (name, objs) in comps {
             let Value::Object(objs) = objs else {
                 return Err(invalid(format!("component {name:?} is not a struct")));
             };
-            let mut out = BTreeMap::new();
             for (key, obj) in objs {
                 if !obj.is_object() {
                     return Err(invalid(format!("components.{name}.{key} is not an object")));
                 }
-                out.insert(key.clone(), obj.clone());
             }
-            components.insert(name.clone(), out);
         }
         Ok(Self {
             exported,
-            components,
+            bytes: bytes.len() as u64,
         })
+    }
+
+    /// `components.<component>` → its objects by key.
+    pub fn component(&self, name: &str) -> Option<&serde_json::Map<String, Value>> {
+        self.exported
+            .get("components")
+            .and_then(|c| c.get(name))
+            .and_then(Value::as_object)
     }
 
     /// Every object with its component and key, in sorted order.
     pub fn objects(&self) -> impl Iterator<Item = (&str, &str, &Value)> {
-        self.components
-            .iter()
+        let mut all: Vec<(&str, &str, &Value)> = self
+            .exported
+            .get("components")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|cs| cs.iter())
+            .filter_map(|(c, objs)| objs.as_object().map(|o| (c, o)))
             .flat_map(|(c, objs)| objs.iter().map(move |(k, v)| (c.as_str(), k.as_str(), v)))
+            .collect();
+        all.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        all.into_iter()
+    }
+
+    /// The exported value and its JSON size, moved out when this is the only reference.
+    pub fn into_parts(this: Arc<Self>) -> (Value, u64) {
+        match Arc::try_unwrap(this) {
+            Ok(r) => (r.exported, r.bytes),
+            Err(shared) => (shared.exported.clone(), shared.bytes),
+        }
     }
 }
 

@@ -80,6 +80,21 @@ pub struct RunArgs {
     /// Deadline of one `cue` run; the child is killed when it passes (SPEC §18).
     #[arg(long, default_value = "60s", value_parser = crate::flags::positive_duration)]
     pub render_timeout: Duration,
+    /// Most objects one render may produce; more is a stall `RenderFailed` (SPEC §24).
+    #[arg(long, default_value_t = opm_core::config::DEFAULT_MAX_RENDER_OBJECTS, value_parser = crate::size_flag::parse_positive_size)]
+    pub max_render_objects: u64,
+    /// Largest exported JSON of one render (`32Mi`); `cue`'s output is read no further
+    /// and a larger render stalls `RenderFailed` (SPEC §24).
+    #[arg(long, default_value = "32Mi", value_parser = crate::size_flag::parse_positive_size)]
+    pub max_render_bytes: u64,
+    /// `cue` runs at once; further renders queue (SPEC §24).
+    #[arg(long, default_value_t = crate::render::DEFAULT_MAX_CONCURRENT_RENDERS as u64, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub max_concurrent_renders: u64,
+    /// Memory of one `cue` run (`1Gi`): its `GOMEMLIMIT`, and with 1.5 GiB of headroom its
+    /// address-space rlimit; a run that dies of it stalls `RenderFailed` (SPEC §24). `0`
+    /// runs `cue` unlimited.
+    #[arg(long, default_value = "1Gi", value_parser = crate::size_flag::parse_size)]
+    pub render_memory_limit: u64,
     /// Write each attempt as JSON lines (inputs and effects; replay with `opm-sim replay`)
     /// into rotating `trace-*.jsonl` files in this directory.
     #[arg(long)]
@@ -183,6 +198,9 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
     render.registry = args.cue_registry.clone();
     render.timeout = args.render_timeout;
     render.cue_cache_dir = Some(cache_dir.join("cue"));
+    render.max_output_bytes = usize::try_from(args.max_render_bytes).unwrap_or(usize::MAX);
+    render.max_concurrent = args.max_concurrent_renders as usize;
+    render.memory_limit = (args.render_memory_limit > 0).then_some(args.render_memory_limit);
     let local = Local {
         cache,
         renderer: Renderer::new(render),
@@ -202,6 +220,8 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
         allow_cross_namespace_refs: args.allow_cross_namespace_refs,
         requeue_dependency: args.requeue_dependency,
         allow_operator_identity: args.allow_operator_identity,
+        max_render_objects: args.max_render_objects,
+        max_render_bytes: args.max_render_bytes,
     };
     let limit = RateLimit {
         qps: args.kube_api_qps,

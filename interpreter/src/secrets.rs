@@ -45,6 +45,9 @@ impl fmt::Debug for SecretTable {
 
 const FIELDS: [&str; 2] = ["data", "stringData"];
 
+/// Shortest Secret value [`SecretTable::scrub`] replaces in messages.
+pub const MIN_SCRUBBED: usize = 4;
+
 fn is_secret(obj: &Value) -> bool {
     obj.get("kind").and_then(Value::as_str) == Some("Secret")
         && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
@@ -91,6 +94,44 @@ impl SecretTable {
                 let real = std::mem::replace(v, Value::String(digest.clone()));
                 self.values.insert(digest, real);
             }
+        }
+    }
+
+    /// `text` with every Secret value of this attempt replaced by `<redacted>` (SPEC §23):
+    /// an API error about a Secret (a 422 or a webhook's denial) may echo a field value.
+    /// Values shorter than [`MIN_SCRUBBED`] characters are left: replacing every `a` or
+    /// `1` in a message would make it unreadable, and such a value is no secret.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        let mut values: Vec<&str> = self
+            .values
+            .values()
+            .filter_map(Value::as_str)
+            .filter(|v| v.chars().count() >= MIN_SCRUBBED)
+            .collect();
+        // Longest first, so a value containing another is replaced whole.
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        for v in values {
+            if out.contains(v) {
+                out = out.replace(v, crate::redact::REDACTED);
+            }
+        }
+        out
+    }
+
+    /// [`Self::scrub`] applied to an API error's message.
+    pub fn scrub_api_error(&self, e: &mut opm_core::input::ApiError) {
+        use opm_core::input::ApiError as E;
+        let (E::Forbidden { message }
+        | E::NotFound { message }
+        | E::Conflict { message }
+        | E::Invalid { message }
+        | E::Unavailable { message }
+        | E::TooManyRequests { message, .. }
+        | E::Timeout { message }
+        | E::Other { message, .. }) = e;
+        if !self.values.is_empty() {
+            *message = self.scrub(message);
         }
     }
 
@@ -163,6 +204,22 @@ mod tests {
         assert!(!s.to_string().contains("t0p"), "{s}");
         assert_eq!(s["stringData"]["n"], json!(secret_digest(&json!(5))));
         assert_eq!(table.restore(&s).unwrap(), original);
+    }
+
+    #[test]
+    fn api_errors_lose_every_secret_value() {
+        let mut s = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "stringData": {"p": "hunter2", "q": "hunter2-long", "tiny": "ab"}});
+        let mut table = SecretTable::default();
+        table.redact_object(&mut s);
+        let mut e = opm_core::input::ApiError::Invalid {
+            message: "Secret \"s\" is invalid: stringData[q]: Invalid value: \"hunter2-long\" and hunter2 (ab)".into(),
+        };
+        table.scrub_api_error(&mut e);
+        assert_eq!(
+            e.to_string(),
+            "invalid: Secret \"s\" is invalid: stringData[q]: Invalid value: \"<redacted>\" and <redacted> (ab)"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -89,9 +90,11 @@ impl TraceSink {
                 .dir
                 .join(format!("trace-{}-{:06}.jsonl", self.prefix, st.next_index));
             st.next_index += 1;
+            // Owner-only (SPEC §23): traces hold release specs and render inputs.
             let file = OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(&path)
                 .map_err(|source| TraceSinkError::Io {
                     path: path.clone(),
@@ -176,6 +179,17 @@ mod tests {
         );
         let last = std::fs::read_to_string(dir.path().join("trace-100-000004.jsonl")).unwrap();
         assert_eq!(last, "attempt-8\nattempt-9\n");
+    }
+
+    #[test]
+    fn trace_files_are_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let sink = TraceSink::new(dir.path(), "5", 1 << 20, 3).unwrap();
+        sink.write_attempt("a\n").unwrap();
+        let f = dir.path().join("trace-5-000000.jsonl");
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{mode:o}");
     }
 
     #[test]

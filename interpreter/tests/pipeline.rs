@@ -91,7 +91,7 @@ async fn a_release_artifact_goes_from_http_to_redacted_objects() {
         .collect();
     assert_eq!(objects, ["db/config=\"ConfigMap\"", "db/secret=\"Secret\""]);
     assert_eq!(
-        rendered.components["db"]["config"]["data"]["host"],
+        rendered.component("db").unwrap()["config"]["data"]["host"],
         "db.prod"
     );
     // What the driver hands the core: the exported value with Secret values redacted.

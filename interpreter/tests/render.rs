@@ -78,7 +78,10 @@ async fn a_release_package_renders_from_its_directory() {
         .map(|(c, k, v)| format!("{c}/{k}/{}", v["kind"].as_str().unwrap()))
         .collect();
     assert_eq!(objs, ["app/cm/ConfigMap", "app/sa/ServiceAccount"]);
-    assert_eq!(out.components["app"]["cm"]["data"]["greeting"], "hi site");
+    assert_eq!(
+        out.exported["components"]["app"]["cm"]["data"]["greeting"],
+        "hi site"
+    );
     assert_eq!(r.cue_version().await.unwrap(), "v0.17.1");
 }
 
@@ -150,13 +153,13 @@ async fn a_module_release_renders_through_the_registry() {
         out.exported["metadata"],
         json!({"name": "demo", "namespace": "team-a"})
     );
-    let deploy = &out.components["web"]["deployment"];
+    let deploy = &out.exported["components"]["web"]["deployment"];
     assert_eq!(deploy["spec"]["replicas"], 3);
     assert_eq!(
         deploy["metadata"],
         json!({"name": "demo", "namespace": "team-a"})
     );
-    let cm = &out.components["config"]["cm"];
+    let cm = &out.exported["components"]["config"]["cm"];
     assert_eq!(cm["metadata"]["name"], "demo-config");
     assert_eq!(
         cm["data"]["message"], "hello from v0.2.1",
@@ -167,9 +170,12 @@ async fn a_module_release_renders_through_the_registry() {
         .render_module(&module("v0.2.0"), &serde_json::Value::Null, &identity())
         .await
         .unwrap();
-    assert_eq!(out.components["web"]["deployment"]["spec"]["replicas"], 1);
     assert_eq!(
-        out.components["config"]["cm"]["data"]["message"],
+        out.exported["components"]["web"]["deployment"]["spec"]["replicas"],
+        1
+    );
+    assert_eq!(
+        out.exported["components"]["config"]["cm"]["data"]["message"],
         "hello from v0.2.0"
     );
 }
@@ -326,7 +332,10 @@ async fn renders_are_cached_by_their_inputs() {
         .render_module_cached(&m, &json!({"replicas": 4}), &identity())
         .await
         .unwrap();
-    assert_eq!(c.components["web"]["deployment"]["spec"]["replicas"], 4);
+    assert_eq!(
+        c.exported["components"]["web"]["deployment"]["spec"]["replicas"],
+        4
+    );
     assert_eq!(r.cached_renders(), 2);
     // A failure is not cached: once the version exists, the same request succeeds.
     assert!(
@@ -407,4 +416,148 @@ async fn an_import_no_module_provides_is_a_resolution_failure() {
         message.contains("cannot find module providing package missing.example/lib"),
         "{message}"
     );
+}
+
+/// Issue 13 item 8: a U+FEFF (and other non-ASCII) in values used to stall the render
+/// with cue's "illegal byte order mark"; the value now reaches the object unchanged.
+#[tokio::test]
+async fn odd_unicode_in_values_renders_unchanged() {
+    let reg = Registry::start();
+    reg.publish("v0.2.1");
+    let cache = tempfile::tempdir().unwrap();
+    let r = renderer(Some(&reg), cache.path());
+    for message in [
+        "\u{feff}hello",
+        "a\u{feff}b",
+        "é \u{202e}rtl 😀 \u{0}\u{1f}",
+        "\u{2028}\u{fffd}",
+    ] {
+        let out = r
+            .render_module(
+                &module("v0.2.1"),
+                &json!({ "message": message }),
+                &identity(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{message:?}: {e}"));
+        assert_eq!(
+            out.exported["components"]["config"]["cm"]["data"]["message"],
+            message
+        );
+    }
+}
+
+/// A cue evaluation error quoting a Secret's value (SPEC §23) carries `<redacted>`.
+#[tokio::test]
+async fn a_cue_error_quoting_a_secret_value_is_redacted() {
+    let pkg = release_package(
+        r#"package release
+
+kind: "ModuleRelease"
+metadata: {name: "db", namespace: "web"}
+components: db: s: {
+	apiVersion: "v1", kind: "Secret", metadata: name: "db"
+	stringData: password: "hunter2-s3cret" & =~"^[0-9]+$"
+}
+"#,
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let err = renderer(None, cache.path())
+        .render_package(&pkg.path().join("apps/web"))
+        .await
+        .unwrap_err();
+    let RenderError::Evaluation { message } = &err else {
+        panic!("{err:?}")
+    };
+    println!("cue error as reported: {message}");
+    assert!(!message.contains("hunter2"), "{message}");
+    assert!(message.contains("<redacted>"), "{message}");
+    assert!(
+        message.contains("stringData.password"),
+        "the field stays: {message}"
+    );
+}
+
+/// The real cue writing more than the cap: reading stops, cue is killed, the size seen
+/// is reported.
+#[tokio::test]
+async fn the_real_cue_over_the_byte_cap_is_cut_off() {
+    let pkg = release_package(
+        r#"package release
+
+import "list"
+
+kind: "ModuleRelease"
+metadata: {name: "big", namespace: "web"}
+components: c: {for i in list.Range(0, 2000, 1) {"cm\(i)": {apiVersion: "v1", kind: "ConfigMap", metadata: name: "cm\(i)", data: v: "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}}
+"#,
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let mut cfg = RenderConfig::new(cue_bin());
+    cfg.cue_cache_dir = Some(cache.path().to_path_buf());
+    cfg.max_output_bytes = 50_000;
+    let err = Renderer::new(cfg)
+        .render_package(&pkg.path().join("apps/web"))
+        .await
+        .unwrap_err();
+    let RenderError::OutputTooLarge {
+        bytes_at_least,
+        limit,
+    } = err
+    else {
+        panic!("{err:?}")
+    };
+    assert_eq!(limit, 50_000);
+    assert!(bytes_at_least > 50_000, "{bytes_at_least}");
+    assert_eq!(err_reason(bytes_at_least, limit), "RenderFailed");
+}
+
+fn err_reason(bytes_at_least: u64, limit: usize) -> &'static str {
+    RenderError::OutputTooLarge {
+        bytes_at_least,
+        limit,
+    }
+    .reason()
+}
+
+/// A memory-bomb package under a small `--render-memory-limit` dies of it: `OutOfMemory`,
+/// a stall, and the test process (the operator) is untouched. The same package renders
+/// nothing else wrong: a trivial package still renders under the limit.
+#[tokio::test]
+async fn a_memory_bomb_dies_of_its_limit() {
+    let bomb = release_package(
+        r#"package release
+
+import "list"
+
+kind: "ModuleRelease"
+metadata: {name: "bomb", namespace: "web"}
+_big: [for i in list.Range(0, 20000000, 1) {n: i, s: "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}]
+components: c: cm: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "x", data: n: "\(len(_big))"}
+"#,
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let mut cfg = RenderConfig::new(cue_bin());
+    cfg.cue_cache_dir = Some(cache.path().to_path_buf());
+    cfg.timeout = Duration::from_secs(120);
+    cfg.memory_limit = Some(256 << 20);
+    let r = Renderer::new(cfg);
+    let started = std::time::Instant::now();
+    let err = r
+        .render_package(&bomb.path().join("apps/web"))
+        .await
+        .unwrap_err();
+    println!(
+        "memory bomb under a 256 MiB limit: {err} after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(err, RenderError::OutOfMemory { limit: 256 << 20 });
+    assert_eq!(
+        (err.class(), err.reason()),
+        (FailureClass::Stalled, "RenderFailed")
+    );
+    let ok = release_package(RELEASE_OK);
+    r.render_package(&ok.path().join("apps/web"))
+        .await
+        .expect("a normal package renders under the same limit");
 }

@@ -237,8 +237,16 @@ impl Attempt {
             name: self.ctx.key.name.clone(),
             uuid: self.ctx.uuid.clone(),
         };
+        if let Err(f) = render_value::check_caps(
+            &output.value,
+            output.bytes,
+            self.cfg.max_render_objects,
+            self.cfg.max_render_bytes,
+        ) {
+            return self.fail(f);
+        }
         let mut objects =
-            match render_value::build(&output.value, &output.cluster_scoped, &identity) {
+            match render_value::build_owned(output.value, &output.cluster_scoped, &identity) {
                 Ok(o) => o,
                 Err(f) => return self.fail(f),
             };

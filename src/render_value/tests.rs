@@ -192,3 +192,88 @@ fn stages_follow_spec_order() {
         ]
     );
 }
+
+fn configmaps(n: usize) -> Value {
+    let objs: serde_json::Map<String, Value> = (0..n)
+        .map(|i| {
+            (
+                format!("cm{i}"),
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm{i}")}}),
+            )
+        })
+        .collect();
+    exported(json!({ "a": objs }))
+}
+
+#[test]
+fn object_cap_names_the_count_and_the_cap() {
+    let v = configmaps(6);
+    assert_eq!(object_count(&v), 6);
+    assert!(check_caps(&v, 0, 6, 100).is_ok(), "at the cap is fine");
+    let f = check_caps(&v, 0, 5, 100).unwrap_err();
+    assert_eq!(f.reason, reasons::RENDER_FAILED);
+    assert_eq!(f.class, crate::outcome::FailureClass::Stalled);
+    assert!(
+        f.message.starts_with("rendered 6 objects; the cap is 5"),
+        "{}",
+        f.message
+    );
+}
+
+#[test]
+fn byte_cap_names_the_size_and_the_cap() {
+    let v = configmaps(1);
+    assert!(check_caps(&v, 100, 10, 100).is_ok());
+    let f = check_caps(&v, 33 * 1024 * 1024, 10, 32 * 1024 * 1024).unwrap_err();
+    assert_eq!(f.reason, reasons::RENDER_FAILED);
+    assert!(f.message.contains("34603008 bytes"), "{}", f.message);
+    assert!(
+        f.message.contains("the cap is 33554432 (32.0 MiB"),
+        "{}",
+        f.message
+    );
+    let e = crate::input::RenderError::TooLarge {
+        bytes_at_least: 33554433,
+        cap: 33554432,
+    };
+    let f = crate::source::render_failure(&e);
+    assert_eq!(
+        (f.reason, f.class),
+        (
+            reasons::RENDER_FAILED,
+            crate::outcome::FailureClass::Stalled
+        )
+    );
+    assert!(
+        f.message.contains("more than 33554433 bytes"),
+        "{}",
+        f.message
+    );
+    let f = crate::source::render_failure(&crate::input::RenderError::OutOfMemory {
+        limit_bytes: 1 << 30,
+    });
+    assert_eq!(f.class, crate::outcome::FailureClass::Stalled);
+    assert!(
+        f.message.contains("1.0 GiB (--render-memory-limit)"),
+        "{}",
+        f.message
+    );
+}
+
+#[test]
+fn owned_build_equals_borrowed_build() {
+    let v = configmaps(3);
+    let a = build(&v, &[], &release()).unwrap();
+    let b = build_owned(v, &[], &release()).unwrap();
+    assert_eq!(a, b);
+}
+
+proptest::proptest! {
+    /// The object cap refuses exactly the renders above it, whatever the sizes.
+    #[test]
+    fn caps_refuse_exactly_what_is_over(n in 0usize..40, cap in 0u64..40, bytes in 0u64..1000, max in 0u64..1000) {
+        let v = configmaps(n);
+        let r = check_caps(&v, bytes, cap, max);
+        proptest::prop_assert_eq!(r.is_err(), n as u64 > cap || bytes > max);
+    }
+}

@@ -465,6 +465,7 @@ impl World {
             }
         }
         Ok(RenderOutput {
+            bytes: serde_json::to_vec(&value).map_or(0, |b| b.len() as u64),
             value,
             cluster_scoped: cluster_scoped.into_iter().collect(),
         })

@@ -146,6 +146,7 @@ impl Default for Canned {
             }),
             fetch: None,
             render: Ok(RenderOutput {
+                bytes: 0,
                 value: exported(json!({})),
                 cluster_scoped: vec![],
             }),

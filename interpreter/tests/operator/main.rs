@@ -16,6 +16,7 @@ mod rbac;
 mod redteam_fairness;
 mod redteam_inputs;
 mod redteam_ownership;
+mod redteam_render;
 mod redteam_tenancy;
 mod security;
 #[path = "../support/mod.rs"]
