@@ -350,7 +350,11 @@ fn api_error(r: &mut Rng) -> ApiError {
         4 => ApiError::Unavailable { message },
         5 => ApiError::TooManyRequests {
             message,
-            retry_after_secs: if r.one_in(2) { Some(r.below(1 << 20)) } else { None },
+            retry_after_secs: if r.one_in(2) {
+                Some(r.below(1 << 20))
+            } else {
+                None
+            },
         },
         6 => ApiError::Timeout { message },
         _ => ApiError::Other {

@@ -61,6 +61,10 @@ pub struct Runtime {
     /// Consecutive failed attempts whose status could not be written (SPEC §24): the core
     /// sees them as the persisted `failureCounters.reconcile` until a write lands.
     pub unpersisted: Unpersisted,
+    /// Fair turns of `cue` (SPEC §24): at most `--max-concurrent-renders` at once and at
+    /// most half of them (at least one) for one namespace, so a tenant whose renders burn
+    /// until their deadline cannot hold every turn while another tenant's render queues.
+    pub render_gate: Arc<crate::admission::Admission>,
     attempt_ids: AtomicU64,
 }
 
@@ -81,6 +85,14 @@ impl Runtime {
                 operator.clone()
             }
         };
+        let health: Arc<crate::health::Health> = Arc::default();
+        let render_gate = crate::admission::Admission::new(
+            opm_core::fairness::Limits::with_default_per_namespace(
+                local.renderer.config().max_concurrent.max(1),
+                None,
+            ),
+            health.clone(),
+        );
         Arc::new(Self {
             config,
             resolver: Resolver::new(operator.clone()),
@@ -93,8 +105,9 @@ impl Runtime {
             observed: Observed::default(),
             watch: ObjectWatch::new(operator),
             drift_stats: drift::DriftStats::default(),
-            health: Arc::default(),
+            health,
             unpersisted: Unpersisted::default(),
+            render_gate,
             attempt_ids: AtomicU64::new(0),
         })
     }
@@ -414,7 +427,10 @@ async fn execute(
         },
         Effect::Render { request } => {
             let started = std::time::Instant::now();
-            let rendered = rt.local.render(request).await;
+            let rendered = {
+                let _turn = rt.render_gate.acquire(&key.namespace).await;
+                rt.local.render(request).await
+            };
             rt.metrics.record_render(key, started.elapsed());
             let result = match rendered {
                 Ok((mut value, bytes)) => {

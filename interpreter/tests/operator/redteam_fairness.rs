@@ -16,16 +16,17 @@ use serde_json::{Value, json};
 
 use crate::harness::*;
 
-/// A real `cue` program that burns CPU (nine million comprehension steps, ~45 MB) far past
-/// any render deadline.
+/// A real `cue` program that burns CPU far past any render deadline: 216 million
+/// comprehension steps (nine million took about 7 s here). Distinct releases of it share
+/// one render-cache key, so a bomb that ever finished would turn the rest into cache hits.
 const BOMB_CUE: &str = r#"package release
 
 import "list"
 
 kind: "ModuleRelease"
 metadata: {name: "bomb", namespace: "default"}
-_r: list.Range(0, 3000, 1)
-_burn: len([for a in _r for b in _r if a*b < 0 {a}])
+_r: list.Range(0, 600, 1)
+_burn: len([for a in _r for b in _r for c in _r if a*b*c < 0 {a}])
 components: c: cm: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "bomb", data: x: "\(_burn)"}
 "#;
 
