@@ -323,3 +323,95 @@ async fn secret_values_stay_out_of_json_logs_status_and_events() {
         }
     }
 }
+
+/// Issue 13 item 7, the operator's own logs: a `cue` error that quotes a Secret's value,
+/// rendered by the real binary with debug JSON logs and traces on. The value must appear in
+/// no log line, no trace, no status and no event; the condition shows `<redacted>`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cue_error_quoting_a_secret_value_stays_out_of_the_binarys_logs() {
+    const SECRET: &str = "hunter3-Lg7Qp";
+    let (env, ns) = namespace().await;
+    let pkg = Package::start().await;
+    let release_cue = format!(
+        "package release\n\nkind: \"ModuleRelease\"\nmetadata: {{name: \"leak\", namespace: \"default\"}}\n\
+         components: db: s: {{\n\tapiVersion: \"v1\", kind: \"Secret\", metadata: name: \"db\"\n\
+         \tstringData: password: \"{SECRET}\" & =~\"^[0-9]+$\"\n}}\n"
+    );
+    let files = vec![
+        (
+            "cue.mod/module.cue",
+            "module: \"example.com/test@v0\"\nlanguage: version: \"v0.17.0\"\n".to_string(),
+        ),
+        ("release.cue", release_cue),
+    ];
+    pkg.publish(&ns.client, &ns.name, "leak", &files).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("operator.json.log");
+    let trace_dir = dir.path().join("traces");
+    let log = std::fs::File::create(&log_path).unwrap();
+    // The default identity policy (off): the render fails before any ServiceAccount matters.
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_opm-operator"))
+        .args(["run", "--log-format", "json", "--watch-label-selector"])
+        .arg(format!("{TEST_LABEL}={}", ns.name))
+        .arg("--cue-binary")
+        .arg(opm_testenv::tools::cue_bin().unwrap())
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .arg("--trace-dir")
+        .arg(&trace_dir)
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    create_rel(
+        &ns.client,
+        &release(&ns.name, "leak", "leak", ".", json!({})),
+    )
+    .await;
+    let got = wait_rel(
+        &ns.client,
+        &ns.name,
+        "leak",
+        "RenderFailed",
+        reason_is_rel("RenderFailed"),
+    )
+    .await;
+    let evs =
+        serde_json::to_string(&events_with(&ns.client, &ns.name, "leak", &["RenderFailed"]).await)
+            .unwrap();
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().unwrap().to_string()])
+        .status()
+        .unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
+    let logs = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        logs.contains("attempt finished"),
+        "debug logs were captured"
+    );
+    let mut traces = String::new();
+    for e in std::fs::read_dir(&trace_dir).unwrap().flatten() {
+        traces.push_str(&std::fs::read_to_string(e.path()).unwrap());
+    }
+    assert!(traces.contains("RenderFailed"), "the attempt was traced");
+    let status = serde_json::to_string(&got.status).unwrap();
+    assert!(status.contains("<redacted>"), "{status}");
+    assert!(
+        status.contains("stringData.password"),
+        "the field is still named: {status}"
+    );
+    for (what, text) in [
+        ("logs", &logs),
+        ("traces", &traces),
+        ("status", &status),
+        ("events", &evs),
+    ] {
+        assert!(
+            !text.contains(SECRET),
+            "the secret value appears in the {what}"
+        );
+    }
+}
