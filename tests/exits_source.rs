@@ -519,7 +519,7 @@ fn renders_over_the_caps_stall_with_the_count_or_size() {
     let cfg = Config {
         max_render_objects: 4,
         max_render_bytes: 1000,
-        ..Default::default()
+        ..operator_cfg()
     };
     let out = |bytes| Canned {
         render: Ok(RenderOutput {
@@ -538,7 +538,7 @@ fn renders_over_the_caps_stall_with_the_count_or_size() {
     );
     let cfg = Config {
         max_render_bytes: 1000,
-        ..Default::default()
+        ..operator_cfg()
     };
     let r = run_mr(&cfg, module_release(), &out(1001));
     assert_stall(
