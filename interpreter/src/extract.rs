@@ -658,7 +658,8 @@ impl Sink<'_> {
 enum Resolution {
     Inside,
     Escapes,
-    /// More than [`MAX_LINK_HOPS`] links or [`MAX_RESOLVE_STEPS`] components.
+    /// More than [`MAX_LINK_HOPS`] links or [`MAX_RESOLVE_STEPS`] components, or a path
+    /// longer than the file system takes.
     TooLong,
 }
 
@@ -697,6 +698,11 @@ fn resolve_confined(root: &Path, rel: &Path) -> io::Result<Resolution> {
         let full: PathBuf = std::iter::once(root.as_os_str())
             .chain(pos.iter().map(|c| c.as_os_str()))
             .collect();
+        // Links can expand a short name past what the file system accepts (ENAMETOOLONG
+        // would read as a local disk failure and a retry); the archive is what is wrong.
+        if full.as_os_str().len() > MAX_PATH_BYTES {
+            return Ok(Resolution::TooLong);
+        }
         match fs::symlink_metadata(&full) {
             Ok(m) if m.file_type().is_symlink() => {
                 hops += 1;
@@ -716,6 +722,9 @@ fn resolve_confined(root: &Path, rel: &Path) -> io::Result<Resolution> {
             Err(e) if e.kind() == io::ErrorKind::NotFound => missing = true,
             // A file used as a directory: nothing exists below it; go on lexically.
             Err(e) if e.kind() == io::ErrorKind::NotADirectory => missing = true,
+            Err(e) if e.kind() == io::ErrorKind::InvalidFilename => {
+                return Ok(Resolution::TooLong);
+            }
             Err(e) => return Err(e),
         }
     }
