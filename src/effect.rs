@@ -120,6 +120,26 @@ pub enum EffectKind {
     Done,
 }
 
+impl EffectKind {
+    /// Every kind the machine waits on (all but events, metrics and `Done`): the kinds a
+    /// fault schedule can fail, so the fault bench checks it reached each of them.
+    pub const AWAITED: [EffectKind; 13] = [
+        EffectKind::AddFinalizer,
+        EffectKind::RemoveFinalizer,
+        EffectKind::CheckDependencies,
+        EffectKind::ResolveSource,
+        EffectKind::FetchArtifact,
+        EffectKind::Render,
+        EffectKind::CheckServiceAccount,
+        EffectKind::CheckDrift,
+        EffectKind::Apply,
+        EffectKind::InspectOwners,
+        EffectKind::InspectStale,
+        EffectKind::Prune,
+        EffectKind::PatchStatus,
+    ];
+}
+
 impl Effect {
     pub fn kind(&self) -> EffectKind {
         match self {
