@@ -8,15 +8,13 @@
 //! release's identity. Only objects outside the release's inventory are ever asked for, so
 //! an unchanged release sends no request here.
 
-use std::collections::BTreeMap;
-
 use kube::Client;
 use opm_core::input::{LiveMeta, LiveObject};
 use opm_core::{ApiError, ResourceId};
 
 use crate::discovery::Resolver;
+use crate::dynamic;
 use crate::object_watch::ObjectWatch;
-use crate::{api_error, dynamic};
 
 /// Reads each target's owner labels, in order.
 pub async fn inspect(
@@ -52,17 +50,5 @@ async fn inspect_one(
     if let Some(meta) = watch.owner_labels(id) {
         return Ok(Some(meta));
     }
-    match api.get_metadata_opt(&id.name).await {
-        Ok(Some(obj)) => Ok(Some(LiveMeta {
-            uid: obj.metadata.uid.unwrap_or_default(),
-            labels: obj
-                .metadata
-                .labels
-                .unwrap_or_default()
-                .into_iter()
-                .collect::<BTreeMap<_, _>>(),
-        })),
-        Ok(None) => Ok(None),
-        Err(e) => Err(api_error::from_kube(&e)),
-    }
+    crate::prune::live_meta(&api, &id.name).await
 }

@@ -41,7 +41,16 @@ async fn inspect_one(
         Err(ApiError::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
-    match api.get_metadata_opt(&id.name).await {
+    live_meta(&api, &id.name).await
+}
+
+/// One metadata GET: the uid and labels of `name`, or `None` when it does not exist. The
+/// ownership read (SPEC §25) and the prune guard (§9) both decide from exactly this.
+pub(crate) async fn live_meta(
+    api: &kube::Api<kube::api::DynamicObject>,
+    name: &str,
+) -> Result<Option<LiveMeta>, ApiError> {
+    match api.get_metadata_opt(name).await {
         Ok(Some(obj)) => Ok(Some(LiveMeta {
             uid: obj.metadata.uid.unwrap_or_default(),
             labels: obj

@@ -62,21 +62,8 @@ pub enum Ev {
     },
 }
 
-const FAULT_KINDS: [EffectKind; 13] = [
-    EffectKind::AddFinalizer,
-    EffectKind::RemoveFinalizer,
-    EffectKind::CheckDependencies,
-    EffectKind::ResolveSource,
-    EffectKind::FetchArtifact,
-    EffectKind::Render,
-    EffectKind::CheckServiceAccount,
-    EffectKind::CheckDrift,
-    EffectKind::Apply,
-    EffectKind::InspectOwners,
-    EffectKind::InspectStale,
-    EffectKind::Prune,
-    EffectKind::PatchStatus,
-];
+/// What a fault can hit: every effect the machine waits on.
+const FAULT_KINDS: [EffectKind; 13] = EffectKind::AWAITED;
 
 pub fn ev(faults_only: bool) -> BoxedStrategy<Ev> {
     let r = 0usize..4;
