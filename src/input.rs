@@ -314,6 +314,11 @@ pub enum RenderError {
     /// `cue` was stopped by its memory limit (SPEC §24 `--render-memory-limit`).
     #[error("cue ran out of memory under its limit of {limit_bytes} bytes")]
     OutOfMemory { limit_bytes: u64 },
+    /// The artifact had left the local cache by the time the render needed it, and
+    /// downloading it again failed: classified exactly like the fetch step's own failure
+    /// (a 503 backs off; only invalid content stalls), SPEC §4.
+    #[error("{error}")]
+    Refetch { error: FetchError },
 }
 
 /// The result of an operation on one object.

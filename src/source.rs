@@ -184,6 +184,7 @@ pub fn render_failure(err: &RenderError) -> Failure {
         RenderError::TooLarge { .. } => {
             Failure::stalled(RENDER_FAILED, crate::render_value::too_large_message(err))
         }
+        RenderError::Refetch { error } => fetch_failure(error),
         RenderError::OutOfMemory { limit_bytes } => Failure::stalled(
             RENDER_FAILED,
             format!(

@@ -579,3 +579,39 @@ fn renders_over_the_caps_stall_with_the_count_or_size() {
         "cue ran out of memory: the limit of one render is 1.0 GiB (--render-memory-limit)",
     );
 }
+
+/// SPEC §4: when the Render step has to download the artifact again (the local cache evicted
+/// it after the fetch) and that download fails, the failure is classified like the fetch
+/// step's own: a 503 backs off as `FetchFailed`, only invalid content stalls.
+#[test]
+fn a_failed_download_during_render_is_a_fetch_failure() {
+    let canned = Canned {
+        render: Err(RenderError::Refetch {
+            error: FetchError::Http { status: 503 },
+        }),
+        ..Default::default()
+    };
+    let r = run_rel(&operator_cfg(), release(), &canned);
+    assert_transient(
+        &r,
+        "FetchFailed",
+        "Fetch",
+        "artifact download failed: HTTP status 503",
+        1,
+    );
+    let canned = Canned {
+        render: Err(RenderError::Refetch {
+            error: FetchError::InvalidArtifact {
+                message: "not a tar.gz or zip archive".into(),
+            },
+        }),
+        ..Default::default()
+    };
+    let r = run_rel(&operator_cfg(), release(), &canned);
+    assert_stall(
+        &r,
+        "InvalidArtifact",
+        "Fetch",
+        "invalid artifact: not a tar.gz or zip archive",
+    );
+}

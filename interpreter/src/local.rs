@@ -77,8 +77,8 @@ impl Local {
                     .cache
                     .get(artifact_url, artifact_digest)
                     .await
-                    .map_err(|e| CoreRender::InvalidArtifact {
-                        message: e.to_string(),
+                    .map_err(|e| CoreRender::Refetch {
+                        error: fetch_error(e),
                     })?;
                 let dir = resolve_path(handle.root(), path).map_err(|e| match e {
                     PathError::PathNotFound { .. } => CoreRender::PathNotFound {

@@ -5,9 +5,12 @@ mod support;
 
 use std::time::Duration;
 
+use opm_core::effect::RenderRequest;
+use opm_core::input::{FetchError as CoreFetch, RenderError as CoreRender};
 use opm_operator::artifact_cache::{ArtifactCache, CacheLimits};
 use opm_operator::extract::ExtractLimits;
 use opm_operator::fetch::{FetchConfig, Fetcher};
+use opm_operator::local::Local;
 use opm_operator::render::{RenderConfig, Renderer};
 use opm_operator::secrets::SecretTable;
 use support::cue::cue_bin;
@@ -117,4 +120,77 @@ async fn a_release_artifact_goes_from_http_to_redacted_objects() {
             .is_ok()
     );
     assert_eq!(srv.hits("/shop.tar.gz"), 1);
+}
+
+/// SPEC §4 at the executor boundary: the Render step finds the artifact evicted from the
+/// cache (another artifact pushed it out after the fetch) and the server now answers 503.
+/// That is a download failure (`FetchFailed`, backoff), not invalid content (a 30-minute
+/// `InvalidArtifact` stall).
+#[tokio::test]
+async fn an_artifact_evicted_before_render_and_then_refused_is_a_fetch_failure() {
+    let package = |name: &str| {
+        tar_gz(&[
+            dir("cue.mod/"),
+            file(
+                "cue.mod/module.cue",
+                format!("module: \"test.example/{name}@v0\"\nlanguage: version: \"v0.17.0\"\n")
+                    .as_bytes(),
+            ),
+            file("release.cue", RELEASE.as_bytes()),
+        ])
+    };
+    let (a, b) = (package("a"), package("b"));
+    let (digest_a, digest_b) = (digest_of(&a), digest_of(&b));
+    let srv = TestServer::start(vec![
+        ("/a.tar.gz", Route::Bytes(a)),
+        ("/b.tar.gz", Route::Bytes(b)),
+        ("/a-gone.tar.gz", Route::Status(503)),
+    ])
+    .await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let fetcher = Fetcher::new(FetchConfig {
+        timeout: Duration::from_secs(10),
+        max_bytes: 1 << 20,
+    })
+    .unwrap();
+    let one_entry = CacheLimits {
+        max_entries: 1,
+        ..CacheLimits::default()
+    };
+    let cache = ArtifactCache::new(
+        cache_dir.path(),
+        fetcher,
+        ExtractLimits::default(),
+        one_entry,
+    )
+    .unwrap();
+    let mut cfg = RenderConfig::new(cue_bin());
+    cfg.cue_cache_dir = Some(cache_dir.path().join("cue"));
+    let local = Local {
+        cache,
+        renderer: Renderer::new(cfg),
+    };
+
+    local.fetch(&srv.url("/a.tar.gz"), &digest_a).await.unwrap();
+    local.fetch(&srv.url("/b.tar.gz"), &digest_b).await.unwrap();
+    let request = RenderRequest::Artifact {
+        artifact_digest: digest_a.clone(),
+        artifact_url: srv.url("/a-gone.tar.gz"),
+        path: ".".into(),
+    };
+    let err = local.render(&request).await.unwrap_err();
+    assert_eq!(
+        err,
+        CoreRender::Refetch {
+            error: CoreFetch::Http { status: 503 }
+        }
+    );
+    let failure = opm_core::source::render_failure(&err);
+    assert_eq!(failure.reason, "FetchFailed");
+    assert_eq!(failure.class, opm_core::outcome::FailureClass::Transient);
+    assert_eq!(
+        srv.hits("/a-gone.tar.gz"),
+        1,
+        "the render tried the download again"
+    );
 }
