@@ -1,5 +1,5 @@
 SHELL := /bin/bash
-.PHONY: test chaos fuzz bench tools lint core-purity demo demo-check deploy-check crds
+.PHONY: test chaos fuzz bench tools lint core-purity demo demo-check deploy-check crds image image-check
 
 # Build or reuse the test tools (kube-apiserver + etcd, kubectl, cue, Flux source CRDs).
 tools:
@@ -34,6 +34,18 @@ demo-check:
 # columns, RBAC can-i checks.
 deploy-check:
 	./hack/check-deploy
+
+# The image, offline: release binaries built here, deploy/Dockerfile (FROM scratch) built
+# with buildah; writes target/image/opm-operator-<version>.tar (OCI archive) and its SPDX
+# SBOM, prints the size. Needs buildah (apt-get install buildah).
+image:
+	./hack/image
+
+# The image under podman as the Deployment runs it, against the test API server: the file
+# list, the binaries' digests, /readyz, the demo's releases Ready, --version, podman diff.
+# Needs podman and runc (apt-get install podman runc).
+image-check: image
+	./hack/image-check
 
 # Regenerate deploy/crds and the Helm chart's CRDs from the Rust API types.
 crds:

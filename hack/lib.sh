@@ -141,3 +141,80 @@ sa_kubeconfig() {
 		"$OPM_KUBECTL_BIN" --kubeconfig "$out" config use-context scratch
 	} >/dev/null
 }
+
+# The example world hack/demo and hack/image-check share (each needs start_apiserver first).
+
+# install_deploy: deploy/ (kubectl apply -k) and the Flux source CRDs, all Established.
+install_deploy() {
+	step "installing deploy/ (kubectl apply -k) and the Flux source CRDs"
+	kubectl apply --server-side -k "$root/deploy" >"$logs/install.log" 2>&1 ||
+		fail "kubectl apply -k deploy/ failed: $(tail -n 5 "$logs/install.log")"
+	info "$(grep -c . "$logs/install.log") objects from deploy/"
+	local flux_crds=() kind
+	for kind in ocirepositories gitrepositories buckets; do
+		flux_crds+=(-f "$OPM_FLUX_CRDS_DIR/source.toolkit.fluxcd.io_$kind.yaml")
+	done
+	kubectl apply --server-side "${flux_crds[@]}" >>"$logs/install.log" 2>&1 ||
+		fail "installing the Flux source CRDs failed: $(tail -n 5 "$logs/install.log")"
+	kubectl wait --for condition=Established --timeout=60s \
+		crd/modulereleases.releases.opmodel.dev crd/releases.releases.opmodel.dev \
+		crd/ocirepositories.source.toolkit.fluxcd.io crd/gitrepositories.source.toolkit.fluxcd.io \
+		crd/buckets.source.toolkit.fluxcd.io >>"$logs/install.log" 2>&1 ||
+		fail "CRDs not Established: $(tail -n 5 "$logs/install.log")"
+}
+
+# publish_example_module: a `cue mod registry` on a free port ($registry) holding
+# examples/modules/web as example.com/modules/web@v0 v0.2.1.
+publish_example_module() {
+	local registry_port
+	registry_port="$(free_port)"
+	registry="127.0.0.1:$registry_port"
+	step "cue mod registry on $registry; publishing example.com/modules/web@v0 v0.2.1"
+	start registry "$OPM_CUE_BIN" mod registry "$registry"
+	wait_for registry 30 "${pids[-1]}" curl -sf "http://$registry/v2/"
+	cp -r "$root/examples/modules/web" "$work/module"
+	# The module shows the version it was published as (examples/README.md).
+	printf 'package web\n\n_version: "v0.2.1"\n' >"$work/module/version.cue"
+	(cd "$work/module" && CUE_REGISTRY="$registry+insecure" CUE_CACHE_DIR="$work/cue-publish-cache" \
+		"$OPM_CUE_BIN" mod publish v0.2.1) >"$logs/publish.log" 2>&1 ||
+		fail "cue mod publish failed: $(cat "$logs/publish.log")"
+}
+
+# serve_example_release: examples/releases/web as a reproducible tar.gz over HTTP on a free
+# port, published in OCIRepository default/web-release's status.artifact (standing in for
+# Flux).
+serve_example_release() {
+	local artifact_port digest size now status artifact_url
+	artifact_port="$(free_port)"
+	step "serving examples/releases/web as a tar.gz on http://127.0.0.1:$artifact_port"
+	mkdir -p "$work/artifacts"
+	# Reproducible bytes: sorted names, no owners, no times (so the digest is stable).
+	tar -C "$root/examples/releases/web" --sort=name --owner=0 --group=0 --numeric-owner \
+		--mtime=@0 -cf - . | gzip -n >"$work/artifacts/web-release.tar.gz"
+	digest="sha256:$(sha256sum "$work/artifacts/web-release.tar.gz" | cut -d' ' -f1)"
+	size="$(stat -c %s "$work/artifacts/web-release.tar.gz")"
+	start artifacts python3 -m http.server "$artifact_port" --bind 127.0.0.1 --directory "$work/artifacts"
+	artifact_url="http://127.0.0.1:$artifact_port/web-release.tar.gz"
+	wait_for artifacts 30 "${pids[-1]}" curl -sf -o /dev/null "$artifact_url"
+	info "$artifact_url $digest"
+
+	step "OCIRepository default/web-release with status.artifact (as Flux would publish it)"
+	kubectl apply -f "$root/examples/manifests/ocirepository.yaml" >>"$logs/install.log" 2>&1 ||
+		fail "creating the OCIRepository failed: $(tail -n 5 "$logs/install.log")"
+	now="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	status="$(
+		cat <<-EOF
+	{"status": {
+	  "observedGeneration": 1,
+	  "url": "$artifact_url",
+	  "artifact": {"url": "$artifact_url", "path": "ocirepository/default/web-release/web-release.tar.gz",
+	               "revision": "latest@$digest", "digest": "$digest", "size": $size,
+	               "lastUpdateTime": "$now"},
+	  "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded", "observedGeneration": 1,
+	                  "message": "stored artifact for digest 'latest@$digest'", "lastTransitionTime": "$now"}]
+	}}
+	EOF
+	)"
+	kubectl -n default patch ocirepository web-release --subresource=status --type=merge -p "$status" \
+		>>"$logs/install.log" 2>&1 || fail "setting the OCIRepository status failed: $(tail -n 5 "$logs/install.log")"
+}
