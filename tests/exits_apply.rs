@@ -220,7 +220,8 @@ fn applied_nothing_pruned() {
             "Reconciliation succeeded"
         )
     );
-    assert_eq!(r.cond_types(), vec!["Ready", "ModuleResolved"]);
+    // `wait` is on by default: Healthy joins Ready once every object is healthy (SPEC §26).
+    assert_eq!(r.cond_types(), vec!["Ready", "Healthy", "ModuleResolved"]);
     assert_eq!(
         r.cond3("ModuleResolved"),
         c3(
@@ -252,6 +253,7 @@ fn applied_nothing_pruned() {
             EffectKind::Render,
             EffectKind::InspectOwners,
             EffectKind::Apply,
+            EffectKind::AssessHealth,
             EffectKind::PatchStatus
         ]
     );
@@ -368,7 +370,11 @@ fn no_op_when_nothing_changed() {
     );
     assert_eq!(
         r.awaited(),
-        vec![EffectKind::Render, EffectKind::CheckDrift]
+        vec![
+            EffectKind::Render,
+            EffectKind::CheckDrift,
+            EffectKind::AssessHealth
+        ]
     );
     assert!(
         r.written.is_none(),

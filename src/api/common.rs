@@ -206,8 +206,10 @@ pub struct HealthCheckRef {
     /// `apps/v1`, `v1`, `example.com/v1alpha1`.
     #[schemars(length(min = 1))]
     pub api_version: String,
+    /// Kind of the object, e.g. `Deployment`.
     #[schemars(length(min = 1))]
     pub kind: String,
+    /// Name of the object.
     #[schemars(length(min = 1))]
     pub name: String,
     /// Defaults to the release's namespace for namespaced kinds.
@@ -224,6 +226,7 @@ pub struct HealthCheckExpr {
     /// Matched by group (the version is ignored, so a served version change keeps working).
     #[schemars(length(min = 1))]
     pub api_version: String,
+    /// The kind the expressions judge, e.g. `Certificate`.
     #[schemars(length(min = 1))]
     pub kind: String,
     /// True when the object is healthy.

@@ -83,6 +83,15 @@ pub(super) struct Ctx {
     pub deletions: Vec<Deletion>,
     pub prune_failures: Vec<PruneFailure>,
     pub pruned: u64,
+    /// This attempt's apply succeeded: the status records it even when health then waits
+    /// or fails (SPEC §26: the wait runs from the apply).
+    pub applied: bool,
+    /// Verdicts of the first health read, kept while the pods of some are read.
+    pub judged: Vec<crate::health::Judged>,
+    /// The health report to commit.
+    pub health: Option<crate::api::HealthReport>,
+    /// The metrics of a health exit, pushed with the others.
+    pub health_metrics: Vec<crate::effect::Metric>,
 }
 
 fn parse_or(s: Option<&str>, default: Duration) -> Duration {
