@@ -286,10 +286,10 @@ fn applied_nothing_pruned() {
     assert_eq!(
         r.metrics(),
         vec![
-            // render, owner check, apply: 1s each.
+            // render, owner check, apply, health read: 1s each.
             Metric::Reconcile {
                 outcome: Outcome::Applied,
-                duration: secs(3)
+                duration: secs(4)
             },
             Metric::ApplyResources {
                 created: 3,
@@ -297,6 +297,9 @@ fn applied_nothing_pruned() {
                 unchanged: 0
             },
             Metric::InventorySize { count: 3 },
+            Metric::ReleaseHealthy { healthy: true },
+            // From the apply's answer to the health read's.
+            Metric::HealthWait { duration: secs(1) },
         ]
     );
 }

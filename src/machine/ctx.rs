@@ -86,6 +86,8 @@ pub(super) struct Ctx {
     /// This attempt's apply succeeded: the status records it even when health then waits
     /// or fails (SPEC §26: the wait runs from the apply).
     pub applied: bool,
+    /// When this attempt's apply answered: the start of its health wait.
+    pub applied_at: Option<jiff::Timestamp>,
     /// Verdicts of the first health read, kept while the pods of some are read.
     pub judged: Vec<crate::health::Judged>,
     /// The health report to commit.

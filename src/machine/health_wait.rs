@@ -61,6 +61,7 @@ impl Attempt {
             return self.success(outcome);
         }
         self.ctx.applied = true;
+        self.ctx.applied_at = Some(self.now);
         self.health_start(Some(outcome));
     }
 
@@ -251,7 +252,7 @@ impl Attempt {
     /// When the wait began: this attempt's apply, else the last one.
     fn wait_start(&self, applied: Option<Outcome>) -> jiff::Timestamp {
         if applied.is_some() {
-            return self.now;
+            return self.ctx.applied_at.unwrap_or(self.now);
         }
         self.ctx
             .persisted
@@ -345,7 +346,7 @@ impl Attempt {
     /// there, whatever their health).
     pub(super) fn record_applied(&self, s: &mut crate::api::ReleaseStatus) {
         let d = &self.ctx.digests;
-        s.last_applied_at = Some(k8s_time(self.now));
+        s.last_applied_at = Some(k8s_time(self.ctx.applied_at.unwrap_or(self.now)));
         s.last_applied_source_digest = d.source.clone();
         s.last_applied_config_digest = d.config.clone();
         s.last_applied_render_digest = d.render.clone();

@@ -118,7 +118,7 @@ pub struct Canned {
     pub latency: Duration,
     /// Extra time taken by one effect kind.
     pub slow: Option<(EffectKind, Duration)>,
-    /// Health reads by object name; default: the object as its controller reports it once
+    /// Health reads by `Kind/name` or object name; default: the object as its controller reports it once
     /// rolled out ([`rolled_out`]).
     pub health: BTreeMap<String, Result<Option<Value>, ApiError>>,
     /// Pods listed for a workload, by its name.
@@ -287,7 +287,8 @@ impl Canned {
                         id: t.id.clone(),
                         result: self
                             .health
-                            .get(&t.id.name)
+                            .get(&format!("{}/{}", t.id.kind, t.id.name))
+                            .or_else(|| self.health.get(&t.id.name))
                             .cloned()
                             .unwrap_or_else(|| Ok(Some(rolled_out(&t.id)))),
                         pods: if t.pods {
