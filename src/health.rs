@@ -99,7 +99,10 @@ pub fn needs_assessment(group: &str, kind: &str) -> bool {
 pub fn has_pods(group: &str, kind: &str) -> bool {
     matches!(
         (group, kind),
-        ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") | ("batch", "Job")
+        (
+            "apps",
+            "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet"
+        ) | ("batch", "Job")
     )
 }
 
@@ -157,9 +160,10 @@ fn at<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a Value> {
 fn int(obj: &Value, path: &[&str]) -> Result<Option<i64>, Assessment> {
     match at(obj, path) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_i64().map(Some).ok_or_else(|| {
-            Assessment::unknown(format!("{} is not an integer", path.join(".")))
-        }),
+        Some(v) => v
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| Assessment::unknown(format!("{} is not an integer", path.join(".")))),
     }
 }
 
@@ -356,7 +360,9 @@ fn stateful_set(obj: &Value) -> Assessment {
                 "{updated} of {spec} replicas updated to the new revision"
             )));
         }
-        Ok(Assessment::current(format!("{ready} of {spec} replicas ready")))
+        Ok(Assessment::current(format!(
+            "{ready} of {spec} replicas ready"
+        )))
     })
 }
 

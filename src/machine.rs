@@ -45,7 +45,9 @@ pub struct Attempt {
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
     AddingFinalizer,
-    CheckingDependencies { refs: Vec<ReleaseKey> },
+    CheckingDependencies {
+        refs: Vec<ReleaseKey>,
+    },
     ResolvingSource,
     FetchingArtifact,
     Rendering,
@@ -55,7 +57,9 @@ enum Phase {
     Applying,
     InspectingStale,
     Pruning,
-    PatchingStatus { after: After },
+    PatchingStatus {
+        after: After,
+    },
     RemovingFinalizer,
     Finished,
     /// Reading objects for their health; `applied` is the outcome of this attempt's apply

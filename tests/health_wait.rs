@@ -16,14 +16,18 @@ fn deployment(status: Value) -> Result<Option<Value>, ApiError> {
 }
 
 fn rolling() -> Result<Option<Value>, ApiError> {
-    deployment(json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
-        "readyReplicas": 0, "availableReplicas": 0}))
+    deployment(
+        json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
+        "readyReplicas": 0, "availableReplicas": 0}),
+    )
 }
 
 fn stuck() -> Result<Option<Value>, ApiError> {
-    deployment(json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
+    deployment(
+        json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
         "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
-                        "message": "ReplicaSet \"web-7d4\" has timed out progressing."}]}))
+                        "message": "ReplicaSet \"web-7d4\" has timed out progressing."}]}),
+    )
 }
 
 fn canned_with(web: Result<Option<Value>, ApiError>) -> Canned {
@@ -43,7 +47,10 @@ fn waiting() -> (opm_core::api::ModuleRelease, Run) {
 #[test]
 fn an_applied_release_waits_for_its_deployment_without_holding_a_worker() {
     let (_, r) = waiting();
-    assert_eq!((r.outcome, r.reason.as_str()), (Outcome::Applied, "Progressing"));
+    assert_eq!(
+        (r.outcome, r.reason.as_str()),
+        (Outcome::Applied, "Progressing")
+    );
     let msg = "waiting for 1 of 3 resources: Deployment/demo/web (0 of 2 replicas available)";
     assert_eq!(r.cond3("Ready"), c3("Unknown", "Progressing", msg));
     assert_eq!(r.cond3("Healthy"), c3("Unknown", "Progressing", msg));
@@ -67,15 +74,27 @@ fn an_applied_release_waits_for_its_deployment_without_holding_a_worker() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(r.events().iter().all(|e| e.reason != "ReconciliationSucceeded"));
-    assert!(r.metrics().contains(&Metric::ReleaseHealthy { healthy: false }));
+    assert!(
+        r.events()
+            .iter()
+            .all(|e| e.reason != "ReconciliationSucceeded")
+    );
+    assert!(
+        r.metrics()
+            .contains(&Metric::ReleaseHealthy { healthy: false })
+    );
 }
 
 #[test]
 fn the_next_attempt_after_a_restart_resumes_the_wait_and_ends_ready() {
     let (mr, first) = waiting();
     let start = first.finished_at.checked_add(secs(10)).unwrap();
-    let r = run(&operator_cfg(), ReleaseObject::ModuleRelease(mr), &Canned::default(), start);
+    let r = run(
+        &operator_cfg(),
+        ReleaseObject::ModuleRelease(mr),
+        &Canned::default(),
+        start,
+    );
     assert_eq!((r.outcome, r.reason.as_str()), (Outcome::NoOp, "NoOp"));
     assert!(r.find(EffectKind::Apply).is_none(), "nothing re-applied");
     assert_eq!(r.cond3("Ready").unwrap().0, "True");
@@ -94,15 +113,27 @@ fn the_next_attempt_after_a_restart_resumes_the_wait_and_ends_ready() {
         })
         .expect("wait measured");
     assert!(waited >= secs(10), "{waited:?}");
-    assert!(r.events().iter().any(|e| e.reason == "ReconciliationSucceeded"));
+    assert!(
+        r.events()
+            .iter()
+            .any(|e| e.reason == "ReconciliationSucceeded")
+    );
 }
 
 #[test]
 fn still_rolling_on_a_later_attempt_is_progressing() {
     let (mr, first) = waiting();
     let start = first.finished_at.checked_add(secs(40)).unwrap();
-    let r = run(&operator_cfg(), ReleaseObject::ModuleRelease(mr), &canned_with(rolling()), start);
-    assert_eq!((r.outcome, r.reason.as_str()), (Outcome::Progressing, "Progressing"));
+    let r = run(
+        &operator_cfg(),
+        ReleaseObject::ModuleRelease(mr),
+        &canned_with(rolling()),
+        start,
+    );
+    assert_eq!(
+        (r.outcome, r.reason.as_str()),
+        (Outcome::Progressing, "Progressing")
+    );
     assert_eq!(r.cond3("Ready").unwrap().0, "Unknown");
     assert_eq!(r.requeue, Some(secs(40)));
     assert!(r.events().is_empty(), "{:?}", r.events());
@@ -144,41 +175,87 @@ fn not_healthy_within_the_timeout_of_the_apply_fails() {
     mr.spec.common.timeout = Some("2m".into());
     // The timeout changed nothing that is rendered: the digests still match.
     let start = first.finished_at.checked_add(secs(121)).unwrap();
-    let r = run(&operator_cfg(), ReleaseObject::ModuleRelease(mr), &canned_with(rolling()), start);
-    assert_eq!((r.outcome, r.reason.as_str()), (Outcome::FailedTransient, "HealthCheckFailed"));
+    let r = run(
+        &operator_cfg(),
+        ReleaseObject::ModuleRelease(mr),
+        &canned_with(rolling()),
+        start,
+    );
+    assert_eq!(
+        (r.outcome, r.reason.as_str()),
+        (Outcome::FailedTransient, "HealthCheckFailed")
+    );
     let (status, reason, msg) = r.cond3("Ready").unwrap();
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "HealthCheckFailed"));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "HealthCheckFailed")
+    );
     assert!(
-        msg.starts_with("not healthy within 2m0s of the apply: 1 of 3 resources not ready: Deployment/demo/web"),
+        msg.starts_with(
+            "not healthy within 2m0s of the apply: 1 of 3 resources not ready: Deployment/demo/web"
+        ),
         "{msg}"
     );
-    assert!(r.events().iter().any(|e| e.event_type == EventType::Warning && e.reason == "HealthCheckFailed"));
+    assert!(
+        r.events()
+            .iter()
+            .any(|e| e.event_type == EventType::Warning && e.reason == "HealthCheckFailed")
+    );
 }
 
 #[test]
 fn a_regression_after_ready_flips_ready_once_and_recovers() {
     let (mr, first) = waiting();
     let later = first.finished_at.checked_add(secs(20)).unwrap();
-    let ready = run(&operator_cfg(), ReleaseObject::ModuleRelease(mr), &Canned::default(), later);
+    let ready = run(
+        &operator_cfg(),
+        ReleaseObject::ModuleRelease(mr),
+        &Canned::default(),
+        later,
+    );
     assert_eq!(ready.cond3("Ready").unwrap().0, "True");
     let mut mr = module_release();
     mr.status = Some(ready.status.clone());
     // An hour later a pod dies: the Deployment is no longer available.
     let t = later.checked_add(secs(3600)).unwrap();
-    let bad = run(&operator_cfg(), ReleaseObject::ModuleRelease(mr.clone()), &canned_with(rolling()), t);
+    let bad = run(
+        &operator_cfg(),
+        ReleaseObject::ModuleRelease(mr.clone()),
+        &canned_with(rolling()),
+        t,
+    );
     assert_eq!(bad.reason, "HealthCheckFailed");
     assert_eq!(bad.cond3("Healthy").unwrap().0, "False");
-    let warnings = bad.events().iter().filter(|e| e.event_type == EventType::Warning).count();
+    let warnings = bad
+        .events()
+        .iter()
+        .filter(|e| e.event_type == EventType::Warning)
+        .count();
     assert_eq!(warnings, 1);
     // The same state again: no second Warning.
     mr.status = Some(bad.status.clone());
     let t2 = t.checked_add(secs(10)).unwrap();
-    let again = run(&operator_cfg(), ReleaseObject::ModuleRelease(mr.clone()), &canned_with(rolling()), t2);
+    let again = run(
+        &operator_cfg(),
+        ReleaseObject::ModuleRelease(mr.clone()),
+        &canned_with(rolling()),
+        t2,
+    );
     assert_eq!(again.reason, "HealthCheckFailed");
-    assert!(again.events().iter().all(|e| e.event_type != EventType::Warning));
+    assert!(
+        again
+            .events()
+            .iter()
+            .all(|e| e.event_type != EventType::Warning)
+    );
     // Recovered by itself.
     let t3 = t2.checked_add(secs(10)).unwrap();
-    let ok = run(&operator_cfg(), ReleaseObject::ModuleRelease(mr), &Canned::default(), t3);
+    let ok = run(
+        &operator_cfg(),
+        ReleaseObject::ModuleRelease(mr),
+        &Canned::default(),
+        t3,
+    );
     assert_eq!(ok.outcome, Outcome::NoOp);
     assert_eq!(ok.cond3("Ready").unwrap().0, "True");
     assert_eq!(ok.cond3("Healthy").unwrap().0, "True");
@@ -191,11 +268,22 @@ fn a_new_revision_during_a_wait_applies_and_restarts_it() {
     mr.spec.values = Some(json!({"replicas": 3}));
     mr.metadata.generation = Some(2);
     let start = first.finished_at.checked_add(secs(400)).unwrap();
-    let r = run(&operator_cfg(), ReleaseObject::ModuleRelease(mr), &canned_with(rolling()), start);
+    let r = run(
+        &operator_cfg(),
+        ReleaseObject::ModuleRelease(mr),
+        &canned_with(rolling()),
+        start,
+    );
     assert!(r.find(EffectKind::Apply).is_some());
     // 400s after the first apply, but the wait runs from this apply: not a timeout.
-    assert_eq!((r.outcome, r.reason.as_str()), (Outcome::Applied, "Progressing"));
-    assert!(r.status.last_applied_at.as_ref().unwrap().0 > first.status.last_applied_at.as_ref().unwrap().0);
+    assert_eq!(
+        (r.outcome, r.reason.as_str()),
+        (Outcome::Applied, "Progressing")
+    );
+    assert!(
+        r.status.last_applied_at.as_ref().unwrap().0
+            > first.status.last_applied_at.as_ref().unwrap().0
+    );
 }
 
 #[test]
@@ -203,7 +291,10 @@ fn wait_false_is_ready_when_applied_and_reads_no_health() {
     let mut mr = module_release();
     mr.spec.common.wait = Some(false);
     let r = run_mr(&operator_cfg(), mr, &canned_with(stuck()));
-    assert_eq!((r.outcome, r.reason.as_str()), (Outcome::Applied, "ReconciliationSucceeded"));
+    assert_eq!(
+        (r.outcome, r.reason.as_str()),
+        (Outcome::Applied, "ReconciliationSucceeded")
+    );
     assert!(r.find(EffectKind::AssessHealth).is_none());
     assert!(r.cond("Healthy").is_none());
     assert!(r.status.health.is_none());
@@ -229,12 +320,20 @@ fn a_custom_resource_is_judged_by_its_cel_expression() {
     mr.spec.common.health_check_exprs = vec![widget_expr("status.phase == 'Running'")];
     let mut canned = Canned::default();
     canned.render.as_mut().unwrap().value = exported(widget());
-    let gizmo = |phase: &str| Ok(Some(json!({"apiVersion": "example.com/v1", "kind": "Widget",
-        "metadata": {"name": "gizmo", "namespace": "demo"}, "status": {"phase": phase}})));
+    let gizmo = |phase: &str| {
+        Ok(Some(
+            json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "gizmo", "namespace": "demo"}, "status": {"phase": phase}}),
+        ))
+    };
     canned.health.insert("gizmo".into(), gizmo("Starting"));
     let r = run_mr(&operator_cfg(), mr.clone(), &canned);
     assert_eq!(r.reason, "Progressing");
-    assert!(r.cond3("Ready").unwrap().2.contains("Widget/demo/gizmo"), "{:?}", r.cond3("Ready"));
+    assert!(
+        r.cond3("Ready").unwrap().2.contains("Widget/demo/gizmo"),
+        "{:?}",
+        r.cond3("Ready")
+    );
     canned.health.insert("gizmo".into(), gizmo("Running"));
     let r = run_mr(&operator_cfg(), mr.clone(), &canned);
     assert_eq!(r.cond3("Ready").unwrap().0, "True");
@@ -248,9 +347,15 @@ fn an_expression_that_does_not_compile_stalls_before_anything_is_applied() {
     let mut mr = module_release();
     mr.spec.common.health_check_exprs = vec![widget_expr("status.phase ==")];
     let r = run_mr(&operator_cfg(), mr, &Canned::default());
-    assert_eq!((r.outcome, r.reason.as_str()), (Outcome::FailedStalled, "HealthCheckFailed"));
+    assert_eq!(
+        (r.outcome, r.reason.as_str()),
+        (Outcome::FailedStalled, "HealthCheckFailed")
+    );
     let (_, _, msg) = r.cond3("Stalled").unwrap();
-    assert!(msg.starts_with("healthCheckExprs[0] (example.com/v1 Widget) current: "), "{msg}");
+    assert!(
+        msg.starts_with("healthCheckExprs[0] (example.com/v1 Widget) current: "),
+        "{msg}"
+    );
     assert!(r.find(EffectKind::Apply).is_none());
     assert!(r.find(EffectKind::Render).is_none());
 }
@@ -269,7 +374,10 @@ fn health_checks_entries_are_read_too() {
     let r = run_mr(&operator_cfg(), mr, &canned);
     assert_eq!(r.reason, "Progressing");
     assert!(
-        r.cond3("Ready").unwrap().2.contains("Deployment/demo/database (not found)"),
+        r.cond3("Ready")
+            .unwrap()
+            .2
+            .contains("Deployment/demo/database (not found)"),
         "{:?}",
         r.cond3("Ready")
     );
@@ -280,7 +388,9 @@ fn a_failed_health_read_is_unknown_not_current() {
     let r = run_mr(
         &operator_cfg(),
         module_release(),
-        &canned_with(Err(ApiError::Unavailable { message: "etcd down".into() })),
+        &canned_with(Err(ApiError::Unavailable {
+            message: "etcd down".into(),
+        })),
     );
     assert_eq!(r.reason, "Progressing");
     let h = r.status.health.as_ref().unwrap();

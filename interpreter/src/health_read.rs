@@ -198,7 +198,10 @@ mod tests {
             name: "web".into(),
             version: "v1".into(),
         };
-        c.put(&id, &json!({"metadata": {"resourceVersion": "7"}, "status": {"x": 1}}));
+        c.put(
+            &id,
+            &json!({"metadata": {"resourceVersion": "7"}, "status": {"x": 1}}),
+        );
         assert!(c.get(&id, "7").is_some());
         assert!(c.get(&id, "8").is_none());
     }
@@ -208,6 +211,9 @@ mod tests {
         let mut v = json!({"metadata": {"name": "x", "managedFields": [{}],
             "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "k": "v"}}});
         strip(&mut v);
-        assert_eq!(v, json!({"metadata": {"name": "x", "annotations": {"k": "v"}}}));
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "x", "annotations": {"k": "v"}}})
+        );
     }
 }

@@ -158,7 +158,11 @@ impl HealthRules {
                 "healthCheckExprs: current is true",
             ));
         }
-        if rule.in_progress.as_ref().is_some_and(|p| check("inProgress", p)) {
+        if rule
+            .in_progress
+            .as_ref()
+            .is_some_and(|p| check("inProgress", p))
+        {
             return Some(Assessment::new(
                 HealthStatus::InProgress,
                 "healthCheckExprs: inProgress is true",

@@ -69,11 +69,7 @@ pub fn pod_detail(pods: &[Value]) -> Option<String> {
             } else {
                 c.reason
             };
-            return Some(format!(
-                "pod {} {reason}: {}",
-                name(p),
-                short(c.message)
-            ));
+            return Some(format!("pod {} {reason}: {}", name(p), short(c.message)));
         }
         if str_at(p, &["status", "phase"]) == Some("Failed") {
             let reason = str_at(p, &["status", "reason"]).unwrap_or("Failed");

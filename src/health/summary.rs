@@ -106,7 +106,12 @@ pub fn summarize(judged: &[Judged], previous: Option<&HealthReport>, now: Timest
         total: judged.len(),
         pending: bad
             .iter()
-            .map(|j| (j.assessment.status, format!("{} ({})", display(&j.id), j.why())))
+            .map(|j| {
+                (
+                    j.assessment.status,
+                    format!("{} ({})", display(&j.id), j.why()),
+                )
+            })
             .collect(),
         report,
     }

@@ -46,7 +46,11 @@ fn deployment_past_its_progress_deadline_fails() {
                  "message": "ReplicaSet \"web-7d4\" has timed out progressing."}]}),
     ));
     assert_eq!(a.status, HealthStatus::Failed);
-    assert!(a.message.contains("progress deadline exceeded"), "{}", a.message);
+    assert!(
+        a.message.contains("progress deadline exceeded"),
+        "{}",
+        a.message
+    );
     assert!(a.message.contains("web-7d4"), "{}", a.message);
 }
 
@@ -60,8 +64,10 @@ fn jobs_complete_or_fail() {
         judge(job(json!([{"type": "Complete", "status": "True"}]))).status,
         HealthStatus::Current
     );
-    let a = judge(job(json!([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
-        "message": "Job has reached the specified backoff limit"}])));
+    let a = judge(job(
+        json!([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+        "message": "Job has reached the specified backoff limit"}]),
+    ));
     assert_eq!(a.status, HealthStatus::Failed);
     assert!(a.message.contains("BackoffLimitExceeded"));
     assert_eq!(judge(job(json!([]))).status, HealthStatus::InProgress);
@@ -71,7 +77,10 @@ fn jobs_complete_or_fail() {
 fn pods_pvcs_services_namespaces_crds() {
     let pod = |status: Value| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "status": status});
     assert_eq!(
-        judge(pod(json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}))).status,
+        judge(pod(
+            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+        ))
+        .status,
         HealthStatus::Current
     );
     let crash = pod(json!({"phase": "Running", "containerStatuses": [
@@ -84,7 +93,10 @@ fn pods_pvcs_services_namespaces_crds() {
     let pull = pod(json!({"phase": "Pending", "containerStatuses": [
         {"name": "c", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "image not found"}}}]}));
     assert_eq!(judge(pull).status, HealthStatus::InProgress);
-    assert_eq!(judge(pod(json!({"phase": "Failed"}))).status, HealthStatus::Failed);
+    assert_eq!(
+        judge(pod(json!({"phase": "Failed"}))).status,
+        HealthStatus::Failed
+    );
 
     let pvc = |phase: &str| json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "d"}, "status": {"phase": phase}});
     assert_eq!(judge(pvc("Bound")).status, HealthStatus::Current);
@@ -98,9 +110,14 @@ fn pods_pvcs_services_namespaces_crds() {
     let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"type": "ClusterIP"}});
     assert_eq!(judge(svc).status, HealthStatus::Current);
 
-    let crd = |c: Value| json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "x.example.com", "generation": 1}, "status": {"conditions": c}});
-    assert_eq!(judge(crd(json!([{"type": "Established", "status": "True"}]))).status, HealthStatus::Current);
+    let crd = |c: Value| {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "x.example.com", "generation": 1}, "status": {"conditions": c}})
+    };
+    assert_eq!(
+        judge(crd(json!([{"type": "Established", "status": "True"}]))).status,
+        HealthStatus::Current
+    );
     assert_eq!(judge(crd(json!([]))).status, HealthStatus::InProgress);
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}, "status": {"phase": "Terminating"}});
     assert_eq!(judge(ns).status, HealthStatus::InProgress);
@@ -120,16 +137,29 @@ fn statefulsets_and_daemonsets() {
         "status": {"observedGeneration": 1, "desiredNumberScheduled": 3, "currentNumberScheduled": 3,
         "updatedNumberScheduled": 3, "numberAvailable": 2, "numberReady": 3}});
     let a = judge(ds);
-    assert_eq!((a.status, a.message.as_str()), (HealthStatus::InProgress, "2 of 3 pods available"));
+    assert_eq!(
+        (a.status, a.message.as_str()),
+        (HealthStatus::InProgress, "2 of 3 pods available")
+    );
 }
 
 #[test]
 fn generic_conditions_and_plain_objects() {
-    let cr = |conds: Value| json!({"apiVersion": "example.com/v1", "kind": "Widget",
-        "metadata": {"name": "w", "generation": 1}, "status": {"observedGeneration": 1, "conditions": conds}});
-    assert_eq!(judge(cr(json!([{"type": "Ready", "status": "True"}]))).status, HealthStatus::Current);
-    assert_eq!(judge(cr(json!([{"type": "Ready", "status": "False"}]))).status, HealthStatus::InProgress);
-    let a = judge(cr(json!([{"type": "Ready", "status": "False"}, {"type": "Stalled", "status": "True", "reason": "Broken"}])));
+    let cr = |conds: Value| {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w", "generation": 1}, "status": {"observedGeneration": 1, "conditions": conds}})
+    };
+    assert_eq!(
+        judge(cr(json!([{"type": "Ready", "status": "True"}]))).status,
+        HealthStatus::Current
+    );
+    assert_eq!(
+        judge(cr(json!([{"type": "Ready", "status": "False"}]))).status,
+        HealthStatus::InProgress
+    );
+    let a = judge(cr(
+        json!([{"type": "Ready", "status": "False"}, {"type": "Stalled", "status": "True", "reason": "Broken"}]),
+    ));
     assert_eq!(a.status, HealthStatus::Failed);
     assert!(a.message.contains("Broken"));
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
@@ -144,8 +174,15 @@ fn generic_conditions_and_plain_objects() {
 fn ill_typed_fields_are_unknown() {
     let a = judge(deploy(1, json!({"observedGeneration": "one"})));
     assert_eq!(a.status, HealthStatus::Unknown);
-    assert!(a.message.contains("status.observedGeneration"), "{}", a.message);
-    let a = judge(deploy(1, json!({"observedGeneration": 1, "availableReplicas": [3]})));
+    assert!(
+        a.message.contains("status.observedGeneration"),
+        "{}",
+        a.message
+    );
+    let a = judge(deploy(
+        1,
+        json!({"observedGeneration": 1, "availableReplicas": [3]}),
+    ));
     assert_eq!(a.status, HealthStatus::Unknown);
     assert_eq!(judge(json!("a string")).status, HealthStatus::Unknown);
 }
@@ -163,14 +200,26 @@ fn widget_exprs() -> Vec<HealthCheckExpr> {
 #[test]
 fn cel_expressions_decide_their_kind_in_spec_order() {
     let rules = compile(&widget_exprs()).expect("compiles");
-    let w = |status: Value| json!({"apiVersion": "example.com/v2", "kind": "Widget",
-        "metadata": {"name": "w"}, "status": status});
+    let w = |status: Value| {
+        json!({"apiVersion": "example.com/v2", "kind": "Widget",
+        "metadata": {"name": "w"}, "status": status})
+    };
     let judge = |v: Value| assess(&v, &rules);
-    assert_eq!(judge(w(json!({"phase": "Running"}))).status, HealthStatus::Current);
-    assert_eq!(judge(w(json!({"phase": "Broken"}))).status, HealthStatus::Failed);
-    assert_eq!(judge(w(json!({"phase": "Starting"}))).status, HealthStatus::InProgress);
+    assert_eq!(
+        judge(w(json!({"phase": "Running"}))).status,
+        HealthStatus::Current
+    );
+    assert_eq!(
+        judge(w(json!({"phase": "Broken"}))).status,
+        HealthStatus::Failed
+    );
+    assert_eq!(
+        judge(w(json!({"phase": "Starting"}))).status,
+        HealthStatus::InProgress
+    );
     // No status yet: every expression errors, the verdict waits and says why.
-    let a = judge(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}));
+    let a =
+        judge(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}));
     assert_eq!(a.status, HealthStatus::InProgress);
     assert!(a.message.contains("current"), "{}", a.message);
     // A CEL rule overrides the generic conditions, but not the generation guard.
@@ -202,9 +251,15 @@ fn an_expression_that_does_not_compile_is_named() {
         failed: Some("status.phase ==".into()),
     });
     let err = compile(&e).unwrap_err();
-    assert_eq!((err.index, err.field, err.kind.as_str()), (1, "failed", "Gadget"));
+    assert_eq!(
+        (err.index, err.field, err.kind.as_str()),
+        (1, "failed", "Gadget")
+    );
     let text = err.to_string();
-    assert!(text.starts_with("healthCheckExprs[1] (example.com/v1 Gadget) failed: "), "{text}");
+    assert!(
+        text.starts_with("healthCheckExprs[1] (example.com/v1 Gadget) failed: "),
+        "{text}"
+    );
     e[1].failed = Some(String::new());
     assert!(compile(&e).is_err());
 }
@@ -235,28 +290,55 @@ fn arb_json() -> impl Strategy<Value = Value> {
         (-5i64..5).prop_map(Value::from),
         any::<f64>().prop_map(|f| json!(f)),
         "[A-Za-z]{0,8}".prop_map(Value::from),
-        prop_oneof![Just("True"), Just("False"), Just("Unknown"), Just("Running"),
-            Just("Ready"), Just("Available"), Just("Progressing"), Just("ProgressDeadlineExceeded"),
-            Just("Complete"), Just("Failed"), Just("Stalled"), Just("Bound"), Just("LoadBalancer")]
-            .prop_map(Value::from),
+        prop_oneof![
+            Just("True"),
+            Just("False"),
+            Just("Unknown"),
+            Just("Running"),
+            Just("Ready"),
+            Just("Available"),
+            Just("Progressing"),
+            Just("ProgressDeadlineExceeded"),
+            Just("Complete"),
+            Just("Failed"),
+            Just("Stalled"),
+            Just("Bound"),
+            Just("LoadBalancer")
+        ]
+        .prop_map(Value::from),
     ];
     leaf.prop_recursive(3, 24, 4, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
             prop::collection::btree_map(
-                prop_oneof![Just("type".to_string()), Just("status".to_string()),
-                    Just("reason".to_string()), Just("replicas".to_string()), "[a-z]{1,6}"],
-                inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
+                prop_oneof![
+                    Just("type".to_string()),
+                    Just("status".to_string()),
+                    Just("reason".to_string()),
+                    Just("replicas".to_string()),
+                    "[a-z]{1,6}"
+                ],
+                inner,
+                0..4
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }
 
 const KINDS: &[(&str, &str)] = &[
-    ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet"),
-    ("apps/v1", "ReplicaSet"), ("batch/v1", "Job"), ("v1", "Pod"), ("v1", "PersistentVolumeClaim"),
-    ("v1", "Service"), ("v1", "Namespace"), ("policy/v1", "PodDisruptionBudget"),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"), ("example.com/v1", "Widget"),
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet"),
+    ("apps/v1", "ReplicaSet"),
+    ("batch/v1", "Job"),
+    ("v1", "Pod"),
+    ("v1", "PersistentVolumeClaim"),
+    ("v1", "Service"),
+    ("v1", "Namespace"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+    ("example.com/v1", "Widget"),
 ];
 
 fn arb_count() -> impl Strategy<Value = Value> {
@@ -265,11 +347,24 @@ fn arb_count() -> impl Strategy<Value = Value> {
 
 fn arb_conditions() -> impl Strategy<Value = Value> {
     let cond = (
-        prop_oneof![Just("Ready"), Just("Available"), Just("Progressing"), Just("Complete"),
-            Just("Failed"), Just("Stalled"), Just("Reconciling"), Just("Established"),
-            Just("PodScheduled"), Just("ReplicaFailure")],
+        prop_oneof![
+            Just("Ready"),
+            Just("Available"),
+            Just("Progressing"),
+            Just("Complete"),
+            Just("Failed"),
+            Just("Stalled"),
+            Just("Reconciling"),
+            Just("Established"),
+            Just("PodScheduled"),
+            Just("ReplicaFailure")
+        ],
         prop_oneof![Just("True"), Just("False"), Just("Unknown")],
-        prop_oneof![Just(""), Just("ProgressDeadlineExceeded"), Just("NewReplicaSetAvailable")],
+        prop_oneof![
+            Just(""),
+            Just("ProgressDeadlineExceeded"),
+            Just("NewReplicaSetAvailable")
+        ],
     )
         .prop_map(|(t, s, r)| json!({"type": t, "status": s, "reason": r}));
     prop_oneof![
@@ -284,33 +379,51 @@ fn arb_object() -> impl Strategy<Value = Value> {
         0i64..4,
         0i64..4,
         prop::collection::vec(
-            (prop::sample::select(&[
-                "replicas", "updatedReplicas", "readyReplicas", "availableReplicas",
-                "fullyLabeledReplicas", "desiredNumberScheduled", "currentNumberScheduled",
-                "updatedNumberScheduled", "numberAvailable", "numberReady", "active",
-                "succeeded", "currentHealthy", "desiredHealthy"][..]), arb_count()),
+            (
+                prop::sample::select(
+                    &[
+                        "replicas",
+                        "updatedReplicas",
+                        "readyReplicas",
+                        "availableReplicas",
+                        "fullyLabeledReplicas",
+                        "desiredNumberScheduled",
+                        "currentNumberScheduled",
+                        "updatedNumberScheduled",
+                        "numberAvailable",
+                        "numberReady",
+                        "active",
+                        "succeeded",
+                        "currentHealthy",
+                        "desiredHealthy",
+                    ][..],
+                ),
+                arb_count(),
+            ),
             0..8,
         ),
         arb_conditions(),
         arb_json(),
         prop::option::of(arb_count()),
     )
-        .prop_map(|((api, kind), generation, observed, counts, conds, extra, spec_replicas)| {
-            let mut status = serde_json::Map::new();
-            status.insert("observedGeneration".into(), observed.into());
-            for (k, v) in counts {
-                status.insert(k.into(), v);
-            }
-            status.insert("conditions".into(), conds);
-            status.insert("phase".into(), extra.clone());
-            let mut spec = serde_json::Map::new();
-            if let Some(r) = spec_replicas {
-                spec.insert("replicas".into(), r);
-            }
-            json!({"apiVersion": api, "kind": kind,
+        .prop_map(
+            |((api, kind), generation, observed, counts, conds, extra, spec_replicas)| {
+                let mut status = serde_json::Map::new();
+                status.insert("observedGeneration".into(), observed.into());
+                for (k, v) in counts {
+                    status.insert(k.into(), v);
+                }
+                status.insert("conditions".into(), conds);
+                status.insert("phase".into(), extra.clone());
+                let mut spec = serde_json::Map::new();
+                if let Some(r) = spec_replicas {
+                    spec.insert("replicas".into(), r);
+                }
+                json!({"apiVersion": api, "kind": kind,
                    "metadata": {"name": "x", "generation": generation},
                    "spec": spec, "status": status})
-        })
+            },
+        )
 }
 
 proptest! {

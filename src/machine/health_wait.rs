@@ -154,7 +154,12 @@ impl Attempt {
     ) {
         let rules = match health::compile(&self.ctx.common.health_check_exprs) {
             Ok(r) => r,
-            Err(e) => return self.fail(Failure::stalled(reasons::HEALTH_CHECK_FAILED, e.to_string())),
+            Err(e) => {
+                return self.fail(Failure::stalled(
+                    reasons::HEALTH_CHECK_FAILED,
+                    e.to_string(),
+                ));
+            }
         };
         let judge = |o: &HealthObject| -> Judged {
             let assessment = match &o.result {
@@ -286,7 +291,9 @@ impl Attempt {
             self.ctx
                 .conds
                 .set(ct::HEALTHY, TRUE, reasons::HEALTH_SUCCEEDED, &msg);
-            self.ctx.health_metrics.push(Metric::ReleaseHealthy { healthy: true });
+            self.ctx
+                .health_metrics
+                .push(Metric::ReleaseHealthy { healthy: true });
             if !was_healthy || applied.is_some() {
                 self.ctx
                     .health_metrics
@@ -302,7 +309,9 @@ impl Attempt {
                 }
             };
         }
-        self.ctx.health_metrics.push(Metric::ReleaseHealthy { healthy: false });
+        self.ctx
+            .health_metrics
+            .push(Metric::ReleaseHealthy { healthy: false });
         let timeout = self.ctx.timeout;
         let failed_msg = if summary.any_failed {
             Some(summary.failed_message())

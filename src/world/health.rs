@@ -61,9 +61,11 @@ impl World {
         for (i, t) in targets.iter().enumerate() {
             let result = match (&api_err, i) {
                 (Some(e), 0) => Err(e.clone()),
-                _ => self
-                    .authorize(identity, Verb::Get, &t.id)
-                    .map(|()| self.store.get(&t.id).map(|o| self.with_status(&t.id, o.manifest()))),
+                _ => self.authorize(identity, Verb::Get, &t.id).map(|()| {
+                    self.store
+                        .get(&t.id)
+                        .map(|o| self.with_status(&t.id, o.manifest()))
+                }),
             };
             objects.push(HealthObject {
                 id: t.id.clone(),
@@ -77,7 +79,11 @@ impl World {
     /// The object with the status its controller would have written by now.
     fn with_status(&self, id: &ResourceId, mut obj: Value) -> Value {
         let rollout = self.rollouts.get(&id.name).cloned().unwrap_or_default();
-        let since = self.applied_at.get(&key(id)).copied().unwrap_or(Timestamp::MIN);
+        let since = self
+            .applied_at
+            .get(&key(id))
+            .copied()
+            .unwrap_or(Timestamp::MIN);
         let due = add(since, Duration::from_secs(rollout.after_secs)) <= self.now;
         let (done, failed) = (due && !rollout.fails, due && rollout.fails);
         let replicas = obj
@@ -125,7 +131,9 @@ impl World {
                            "conditions": [{"type": "Ready", "status": if done { "True" } else { "False" }}]})
                 }
             }
-            ("", "PersistentVolumeClaim") => json!({"phase": if done { "Bound" } else { "Pending" }}),
+            ("", "PersistentVolumeClaim") => {
+                json!({"phase": if done { "Bound" } else { "Pending" }})
+            }
             ("", "Service") if done => json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}),
             ("apiextensions.k8s.io", "CustomResourceDefinition") => json!({"conditions": [
                 {"type": "Established", "status": if done { "True" } else { "False" }}]}),

@@ -71,7 +71,9 @@ pub fn controller_manager_bin() -> Result<PathBuf> {
     locate(
         "kube-controller-manager",
         "OPM_KCM_BIN",
-        cache_root().join(format!("k8s-controllers-{K8S_VERSION}/bin/kube-controller-manager")),
+        cache_root().join(format!(
+            "k8s-controllers-{K8S_VERSION}/bin/kube-controller-manager"
+        )),
     )
 }
 

@@ -52,7 +52,12 @@ impl Workloads {
     }
 }
 
-fn spawn(name: &'static str, bin: PathBuf, args: Vec<String>, logs: &std::path::Path) -> Result<()> {
+fn spawn(
+    name: &'static str,
+    bin: PathBuf,
+    args: Vec<String>,
+    logs: &std::path::Path,
+) -> Result<()> {
     let out = File::create(logs.join(format!("{name}.log")))
         .map_err(|e| Error::io(format!("create the {name} log"), e))?;
     let err = out
@@ -133,8 +138,7 @@ async fn start() -> Result<Workloads> {
                            "kubernetes.io/arch": "amd64", "type": "kwok"}},
             "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
                        "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"}}
-        }))
-        ?;
+        }))?;
         match nodes.create(&PostParams::default(), &node).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {}

@@ -88,7 +88,10 @@ async fn a_rollout_completes_and_ready_comes_only_after_the_pods_are_ready() {
     .await;
     let got = wait_rel(&ns.client, &ns.name, "roll", "Ready", is_ready_rel).await;
     let s = got.status.unwrap();
-    assert_eq!(condition(&s, "Healthy").map(|c| c.status.as_str()), Some("True"));
+    assert_eq!(
+        condition(&s, "Healthy").map(|c| c.status.as_str()),
+        Some("True")
+    );
     // Ready was decided from a status the controllers wrote: every replica is available.
     let d = Api::<Deployment>::namespaced(ns.client.clone(), &ns.name)
         .get("roll")
@@ -107,7 +110,10 @@ async fn a_rollout_completes_and_ready_comes_only_after_the_pods_are_ready() {
     );
     let m = op.rt.metrics.render();
     assert!(m.contains("opm_controller_release_healthy{"), "{m}");
-    assert!(m.contains("opm_controller_health_wait_seconds_count{"), "{m}");
+    assert!(
+        m.contains("opm_controller_health_wait_seconds_count{"),
+        "{m}"
+    );
     op.stop().await;
 }
 
@@ -141,7 +147,10 @@ async fn a_stuck_rollout_fails_fast_naming_the_deployment_and_the_pod_reason() {
     assert!(msg.contains(&want), "{msg}");
     assert!(msg.contains("Unschedulable"), "the pod's reason: {msg}");
     let s = got.status.unwrap();
-    assert_eq!(condition(&s, "Healthy").map(|c| c.status.as_str()), Some("False"));
+    assert_eq!(
+        condition(&s, "Healthy").map(|c| c.status.as_str()),
+        Some("False")
+    );
     op.stop().await;
 }
 
@@ -160,11 +169,32 @@ async fn not_healthy_within_the_timeout_fails() {
         json!({"timeout": "12s"}),
     )
     .await;
-    let waiting = wait_rel(&ns.client, &ns.name, "slow", "Progressing", reason_is_rel("Progressing")).await;
-    assert!(ready_msg(&waiting).starts_with("waiting for 1 of 1 resources"), "{}", ready_msg(&waiting));
-    let got = wait_rel(&ns.client, &ns.name, "slow", "timeout", reason_is_rel("HealthCheckFailed")).await;
+    let waiting = wait_rel(
+        &ns.client,
+        &ns.name,
+        "slow",
+        "Progressing",
+        reason_is_rel("Progressing"),
+    )
+    .await;
+    assert!(
+        ready_msg(&waiting).starts_with("waiting for 1 of 1 resources"),
+        "{}",
+        ready_msg(&waiting)
+    );
+    let got = wait_rel(
+        &ns.client,
+        &ns.name,
+        "slow",
+        "timeout",
+        reason_is_rel("HealthCheckFailed"),
+    )
+    .await;
     let msg = ready_msg(&got);
-    assert!(msg.starts_with("not healthy within 12s of the apply"), "{msg}");
+    assert!(
+        msg.starts_with("not healthy within 12s of the apply"),
+        "{msg}"
+    );
     op.stop().await;
 }
 
@@ -193,9 +223,19 @@ async fn jobs_complete_or_fail() {
     )
     .await;
     wait_rel(&ns.client, &ns.name, "done", "Ready", is_ready_rel).await;
-    let got = wait_rel(&ns.client, &ns.name, "doomed", "HealthCheckFailed", reason_is_rel("HealthCheckFailed")).await;
+    let got = wait_rel(
+        &ns.client,
+        &ns.name,
+        "doomed",
+        "HealthCheckFailed",
+        reason_is_rel("HealthCheckFailed"),
+    )
+    .await;
     let msg = ready_msg(&got);
-    assert!(msg.contains(&format!("Job/{}/doomed (job failed", ns.name)), "{msg}");
+    assert!(
+        msg.contains(&format!("Job/{}/doomed (job failed", ns.name)),
+        "{msg}"
+    );
     op.stop().await;
 }
 
@@ -241,17 +281,36 @@ async fn a_regression_after_ready_flips_ready_and_recovers_by_itself() {
     let deps = Api::<Deployment>::namespaced(ns.client.clone(), &ns.name);
     let pin = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "regress"},
         "spec": {"template": {"spec": {"nodeSelector": {"opm-test/no-such-node": "true"}}}}});
-    deps.patch("regress", &PatchParams::apply("someone-else"), &Patch::Apply(&pin))
-        .await
-        .unwrap();
-    let got = wait_rel(&ns.client, &ns.name, "regress", "HealthCheckFailed", reason_is_rel("HealthCheckFailed")).await;
+    deps.patch(
+        "regress",
+        &PatchParams::apply("someone-else"),
+        &Patch::Apply(&pin),
+    )
+    .await
+    .unwrap();
+    let got = wait_rel(
+        &ns.client,
+        &ns.name,
+        "regress",
+        "HealthCheckFailed",
+        reason_is_rel("HealthCheckFailed"),
+    )
+    .await;
     let s = got.status.unwrap();
-    assert_eq!(condition(&s, "Healthy").map(|c| c.status.as_str()), Some("False"));
+    assert_eq!(
+        condition(&s, "Healthy").map(|c| c.status.as_str()),
+        Some("False")
+    );
     // They take it back: the release recovers without any change to it.
-    let unpin = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "regress"}});
-    deps.patch("regress", &PatchParams::apply("someone-else"), &Patch::Apply(&unpin))
-        .await
-        .unwrap();
+    let unpin =
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "regress"}});
+    deps.patch(
+        "regress",
+        &PatchParams::apply("someone-else"),
+        &Patch::Apply(&unpin),
+    )
+    .await
+    .unwrap();
     wait_rel(&ns.client, &ns.name, "regress", "Ready again", is_ready_rel).await;
     op.stop().await;
 }
@@ -270,12 +329,21 @@ async fn an_expression_that_does_not_compile_stalls_at_once() {
             "current": "status.phase =="}]}),
     )
     .await;
-    let got = wait_rel(&ns.client, &ns.name, "badcel", "stall", reason_is_rel("HealthCheckFailed")).await;
+    let got = wait_rel(
+        &ns.client,
+        &ns.name,
+        "badcel",
+        "stall",
+        reason_is_rel("HealthCheckFailed"),
+    )
+    .await;
     let s = got.status.unwrap();
     let stalled = condition(&s, "Stalled").expect("Stalled");
     assert_eq!(stalled.status, "True");
     assert!(
-        stalled.message.starts_with("healthCheckExprs[0] (example.com/v1 Widget) current: "),
+        stalled
+            .message
+            .starts_with("healthCheckExprs[0] (example.com/v1 Widget) current: "),
         "{}",
         stalled.message
     );
