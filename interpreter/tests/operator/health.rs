@@ -349,3 +349,143 @@ async fn an_expression_that_does_not_compile_stalls_at_once() {
     );
     op.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resource_judged_by_cel_gates_ready_and_its_dependents() {
+    let (env, ns) = namespace().await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    let pkg = Package::start().await;
+    // The CRD is the cluster's (installed by the test), with a status subresource that only
+    // "its controller" (this test) writes.
+    let group = format!("{}.health.opmodel.dev", ns.name);
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gadgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}))
+        .unwrap();
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(ns.client.clone());
+    crds.create(&Default::default(), &crd).await.unwrap();
+    let ar = kube::discovery::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(&group, "v1", "Gadget"),
+        "gadgets",
+    );
+    let gadgets =
+        Api::<kube::api::DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, &ar);
+    eventually("the Gadget kind is served", || async {
+        gadgets.list(&Default::default()).await.is_ok()
+    })
+    .await;
+    let cr = json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget", "metadata": {"name": "g1"}, "spec": {"size": 1}});
+    release_of(
+        &ns,
+        &pkg,
+        "gadget",
+        json!({"app": {"g": cr}}),
+        json!({"healthCheckExprs": [{"apiVersion": format!("{group}/v1"), "kind": "Gadget",
+            "current": "status.phase == 'Running'", "failed": "status.phase == 'Broken'"}]}),
+    )
+    .await;
+    // A dependent: Ready only once the gadget release is, so once the gadget is healthy.
+    let src = "dependent-src";
+    pkg.publish(
+        &ns.client,
+        &ns.name,
+        src,
+        &release_package(
+            "dependent",
+            &json!({"c": {"cm": configmap("dependent", json!({"k": "v"}))}}),
+        ),
+    )
+    .await;
+    create_rel(
+        &ns.client,
+        &release(
+            &ns.name,
+            "dependent",
+            src,
+            ".",
+            json!({"dependsOn": [{"name": "gadget"}]}),
+        ),
+    )
+    .await;
+    let waiting = wait_rel(
+        &ns.client,
+        &ns.name,
+        "gadget",
+        "Progressing",
+        reason_is_rel("Progressing"),
+    )
+    .await;
+    let msg = ready_msg(&waiting);
+    assert!(
+        msg.contains(&format!(
+            "Gadget/{}/g1 (healthCheckExprs: current is not true yet",
+            ns.name
+        )),
+        "{msg}"
+    );
+    wait_rel(
+        &ns.client,
+        &ns.name,
+        "dependent",
+        "DependenciesNotReady",
+        reason_is_rel("DependenciesNotReady"),
+    )
+    .await;
+
+    // "Its controller" reports it running: the status change moves its resourceVersion, the
+    // managed-object watch re-triggers the release at once (the wait's own re-check is 10s
+    // or more away), and the dependent follows.
+    let patched = std::time::Instant::now();
+    gadgets
+        .patch_status(
+            "g1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running"}})),
+        )
+        .await
+        .unwrap();
+    let got = wait_rel(&ns.client, &ns.name, "gadget", "Ready", is_ready_rel).await;
+    let took = patched.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(8),
+        "Ready {took:?} after the status change"
+    );
+    let s = got.status.unwrap();
+    assert_eq!(
+        condition(&s, "Healthy").map(|c| c.status.as_str()),
+        Some("True")
+    );
+    wait_rel(&ns.client, &ns.name, "dependent", "Ready", is_ready_rel).await;
+
+    // Broken: Failed ends in HealthCheckFailed at once.
+    gadgets
+        .patch_status(
+            "g1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Broken"}})),
+        )
+        .await
+        .unwrap();
+    let got = wait_rel(
+        &ns.client,
+        &ns.name,
+        "gadget",
+        "HealthCheckFailed",
+        reason_is_rel("HealthCheckFailed"),
+    )
+    .await;
+    assert!(
+        ready_msg(&got).contains("healthCheckExprs: failed is true"),
+        "{}",
+        ready_msg(&got)
+    );
+    op.stop().await;
+    crds.delete(&format!("gadgets.{group}"), &Default::default())
+        .await
+        .ok();
+}
