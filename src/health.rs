@@ -266,14 +266,14 @@ fn observed(obj: &Value) -> Result<(), Assessment> {
 
 fn deployment(obj: &Value) -> Assessment {
     inner(|| {
-        if let Some(c) = condition(obj, "Progressing") {
-            if c.reason == "ProgressDeadlineExceeded" {
-                return Err(Assessment::failed(with_detail(
-                    "progress deadline exceeded",
-                    "",
-                    c.message,
-                )));
-            }
+        if let Some(c) = condition(obj, "Progressing")
+            && c.reason == "ProgressDeadlineExceeded"
+        {
+            return Err(Assessment::failed(with_detail(
+                "progress deadline exceeded",
+                "",
+                c.message,
+            )));
         }
         observed(obj)?;
         let spec = int_or(obj, &["spec", "replicas"], 1)?;
@@ -302,14 +302,14 @@ fn deployment(obj: &Value) -> Assessment {
                 "{ready} of {spec} replicas ready"
             )));
         }
-        if let Some(c) = condition(obj, "Available") {
-            if c.status != "True" {
-                return Err(Assessment::progress(with_detail(
-                    "not Available",
-                    c.reason,
-                    c.message,
-                )));
-            }
+        if let Some(c) = condition(obj, "Available")
+            && c.status != "True"
+        {
+            return Err(Assessment::progress(with_detail(
+                "not Available",
+                c.reason,
+                c.message,
+            )));
         }
         Ok(Assessment::current(format!(
             "{available} of {spec} replicas available"

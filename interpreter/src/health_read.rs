@@ -22,16 +22,19 @@ use crate::discovery::Resolver;
 use crate::dynamic;
 use crate::object_watch::ObjectWatch;
 
+/// (group, kind, namespace, name).
+type Identity = (String, String, String, String);
+
 /// Objects read for their health, by identity, with the version they were read at.
 #[derive(Default)]
 pub struct HealthCache {
-    objects: Mutex<HashMap<(String, String, String, String), (String, Value)>>,
+    objects: Mutex<HashMap<Identity, (String, Value)>>,
 }
 
 /// More than this many cached objects and the cache starts over (it is only a saving).
 const CACHE_MAX: usize = 10_000;
 
-fn key(id: &ResourceId) -> (String, String, String, String) {
+fn key(id: &ResourceId) -> Identity {
     (
         id.group.clone(),
         id.kind.clone(),
