@@ -489,3 +489,63 @@ async fn a_custom_resource_judged_by_cel_gates_ready_and_its_dependents() {
         .await
         .ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_killed_mid_wait_is_replaced_by_one_that_resumes_the_wait_from_status() {
+    let (env, ns) = namespace().await;
+    Workloads::global().await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    let pkg = Package::start().await;
+    // Schedulable only on a node carrying this label, which no node has yet.
+    let label = format!("opm-test/{}", ns.name);
+    release_of(
+        &ns,
+        &pkg,
+        "resume",
+        json!({"app": {"d": deployment("resume", 1,
+            json!({"nodeSelector": {label.clone(): "yes"}}), json!({}))}}),
+        json!({"timeout": "5m"}),
+    )
+    .await;
+    let waiting = wait_rel(
+        &ns.client,
+        &ns.name,
+        "resume",
+        "Progressing",
+        reason_is_rel("Progressing"),
+    )
+    .await;
+    let before = waiting.status.unwrap();
+    // Killed: the task is aborted, nothing finishes.
+    drop(op);
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    // The pods can now be placed: the new operator's wait ends Ready.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(ns.client.clone());
+    let add = json!({"metadata": {"labels": {label.clone(): "yes"}}});
+    nodes
+        .patch("kwok-node-0", &PatchParams::default(), &Patch::Merge(&add))
+        .await
+        .unwrap();
+    let got = wait_rel(&ns.client, &ns.name, "resume", "Ready", is_ready_rel).await;
+    let s = got.status.unwrap();
+    // Resumed, not restarted: the same apply (time, inventory revision), no second apply.
+    assert_eq!(s.last_applied_at, before.last_applied_at);
+    assert_eq!(
+        s.inventory.as_ref().map(|i| i.revision),
+        before.inventory.as_ref().map(|i| i.revision)
+    );
+    assert_eq!(
+        condition(&s, "Healthy").map(|c| c.status.as_str()),
+        Some("True")
+    );
+    op.stop().await;
+    let remove = json!({"metadata": {"labels": {label: null}}});
+    nodes
+        .patch(
+            "kwok-node-0",
+            &PatchParams::default(),
+            &Patch::Merge(&remove),
+        )
+        .await
+        .ok();
+}
