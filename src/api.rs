@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 pub mod common;
 pub use common::{
-    DependencyRef, DriftDetection, DriftMode, InventoryEntry, ModuleRef, ReleaseCommon, Rollout,
-    SourceRef,
+    DependencyRef, DriftDetection, DriftMode, HealthCheckExpr, HealthCheckRef, InventoryEntry,
+    ModuleRef, ReleaseCommon, Rollout, SourceRef,
 };
 
 /// A release of a CUE module pulled from an OCI registry by path and version.
@@ -174,6 +174,50 @@ pub struct ReleaseStatus {
     pub history: Vec<HistoryEntry>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_retry_at: Option<Time>,
+    /// The last health assessment (SPEC §26), when `wait` is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthReport>,
+}
+
+/// `status.health`: counts by verdict and the objects that are not `Current` (at most 10,
+/// failing first).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthReport {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub total: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub current: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_progress: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unknown: i64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub objects: Vec<HealthObjectStatus>,
+}
+
+/// One object of `status.health.objects`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthObjectStatus {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+    /// `Current`, `InProgress`, `Failed` or `Unknown`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// When the object entered this status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
 }
 
 /// A condition as Kubernetes shows it; `type` is the list-map key.

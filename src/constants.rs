@@ -51,4 +51,5 @@ pub mod conditions {
     pub const STALLED: &str = "Stalled";
     pub const DRIFTED: &str = "Drifted";
     pub const MODULE_RESOLVED: &str = "ModuleResolved";
+    pub const HEALTHY: &str = "Healthy";
 }

@@ -96,6 +96,27 @@ pub enum Effect {
         reason: String,
         requeue_after: Option<Duration>,
     },
+    /// Read each target's JSON (from the managed-object watch when it holds it, else one
+    /// GET as `identity`), without `metadata.managedFields`; for a target with `pods`, also
+    /// LIST the pods its `spec.selector` selects in its namespace (as `identity`, at most
+    /// [`HEALTH_POD_LIMIT`], newest first). Awaited: `HealthRead` (SPEC §26).
+    AssessHealth {
+        targets: Vec<HealthTarget>,
+        identity: Option<Impersonation>,
+    },
+}
+
+/// At most this many pods are read to explain one workload (SPEC §26 "one bounded LIST").
+pub const HEALTH_POD_LIMIT: usize = 5;
+
+/// One object whose health is read.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthTarget {
+    pub id: ResourceId,
+    /// Also read its newest pods: it has been waiting long enough, or it failed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pods: bool,
 }
 
 /// Effect names without payloads: for fault schedules and batch-shape checks.
@@ -118,12 +139,13 @@ pub enum EffectKind {
     EmitEvent,
     RecordMetric,
     Done,
+    AssessHealth,
 }
 
 impl EffectKind {
     /// Every kind the machine waits on (all but events, metrics and `Done`): the kinds a
     /// fault schedule can fail, so the fault bench checks it reached each of them.
-    pub const AWAITED: [EffectKind; 13] = [
+    pub const AWAITED: [EffectKind; 14] = [
         EffectKind::AddFinalizer,
         EffectKind::RemoveFinalizer,
         EffectKind::CheckDependencies,
@@ -137,6 +159,7 @@ impl EffectKind {
         EffectKind::InspectStale,
         EffectKind::Prune,
         EffectKind::PatchStatus,
+        EffectKind::AssessHealth,
     ];
 }
 
@@ -159,6 +182,7 @@ impl Effect {
             Effect::EmitEvent { .. } => EffectKind::EmitEvent,
             Effect::RecordMetric { .. } => EffectKind::RecordMetric,
             Effect::Done { .. } => EffectKind::Done,
+            Effect::AssessHealth { .. } => EffectKind::AssessHealth,
         }
     }
 
@@ -178,6 +202,7 @@ impl Effect {
             Effect::InspectStale { .. } => "staleInspected",
             Effect::Prune { .. } => "pruned",
             Effect::PatchStatus { .. } => "statusPatched",
+            Effect::AssessHealth { .. } => "healthRead",
             Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
                 return None;
             }
@@ -302,4 +327,8 @@ pub enum Metric {
     PruneResources { count: u64 },
     /// `opm_controller_inventory_size` = count.
     InventorySize { count: u64 },
+    /// `opm_controller_release_healthy` = 1 when every object is healthy, else 0.
+    ReleaseHealthy { healthy: bool },
+    /// `opm_controller_health_wait_seconds`: from the apply to healthy.
+    HealthWait { duration: Duration },
 }

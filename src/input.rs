@@ -90,6 +90,19 @@ pub enum InputKind {
     Pruned { results: Vec<ObjectResult> },
     /// Answer to `PatchStatus`.
     StatusPatched { result: Result<(), ApiError> },
+    /// Answer to `AssessHealth`: one entry per target, in order.
+    HealthRead { objects: Vec<HealthObject> },
+}
+
+/// One object read for its health: `Ok(None)` when it does not exist.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthObject {
+    pub id: ResourceId,
+    pub result: Result<Option<Value>, ApiError>,
+    /// Its newest pods, when they were asked for (newest first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<Value>,
 }
 
 impl InputKind {
@@ -110,6 +123,7 @@ impl InputKind {
             InputKind::StaleInspected { .. } => "staleInspected",
             InputKind::Pruned { .. } => "pruned",
             InputKind::StatusPatched { .. } => "statusPatched",
+            InputKind::HealthRead { .. } => "healthRead",
         }
     }
 }

@@ -68,6 +68,7 @@ pub mod drift;
 pub mod duration;
 pub mod effect;
 pub mod fairness;
+pub mod health;
 pub mod impersonation;
 pub mod input;
 pub mod inventory;

@@ -17,6 +17,7 @@ mod ctx;
 mod deleting;
 mod exit;
 mod flow;
+mod health_wait;
 mod suspend;
 
 use ctx::Ctx;
@@ -44,7 +45,9 @@ pub struct Attempt {
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
     AddingFinalizer,
-    CheckingDependencies { refs: Vec<ReleaseKey> },
+    CheckingDependencies {
+        refs: Vec<ReleaseKey>,
+    },
     ResolvingSource,
     FetchingArtifact,
     Rendering,
@@ -54,9 +57,17 @@ enum Phase {
     Applying,
     InspectingStale,
     Pruning,
-    PatchingStatus { after: After },
+    PatchingStatus {
+        after: After,
+    },
     RemovingFinalizer,
     Finished,
+    /// Reading objects for their health; `applied` is the outcome of this attempt's apply
+    /// (none on the NoOp path), `pods_read` whether the second read (pods) was made.
+    AssessingHealth {
+        applied: Option<Outcome>,
+        pods_read: bool,
+    },
 }
 
 /// What follows a successful status patch.
@@ -92,6 +103,7 @@ impl Phase {
             Phase::Pruning => "pruned",
             Phase::PatchingStatus { .. } => "statusPatched",
             Phase::RemovingFinalizer => "finalizerRemoved",
+            Phase::AssessingHealth { .. } => "healthRead",
             Phase::Finished => return None,
         })
     }
@@ -210,6 +222,9 @@ impl Attempt {
             }
             (Phase::RemovingFinalizer, I::FinalizerRemoved { result }) => {
                 self.on_finalizer_removed(result)
+            }
+            (Phase::AssessingHealth { applied, pods_read }, I::HealthRead { objects }) => {
+                self.on_health(applied, pods_read, objects)
             }
             // `step` matched the input name against the phase, so this arm is never taken;
             // restoring the phase keeps the machine usable if that check ever changes.

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backoff::{STALLED_RECHECK, compute_backoff};
 
-/// How an attempt ended. Exactly five values; every exit names its own.
+/// How an attempt ended. Exactly six values; every exit names its own.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "camelCase")]
 pub enum Outcome {
@@ -15,6 +15,8 @@ pub enum Outcome {
     AppliedAndPruned,
     FailedTransient,
     FailedStalled,
+    /// Nothing to apply, still waiting for health (SPEC §26).
+    Progressing,
 }
 
 impl Outcome {
@@ -26,6 +28,7 @@ impl Outcome {
             Outcome::AppliedAndPruned => "applied_and_pruned",
             Outcome::FailedTransient => "failed_transient",
             Outcome::FailedStalled => "failed_stalled",
+            Outcome::Progressing => "progressing",
         }
     }
 
@@ -67,6 +70,9 @@ pub mod reasons {
     pub const STATUS_PATCH_FAILED: &str = "StatusPatchFailed";
     pub const DELETED: &str = "Deleted";
     pub const GONE: &str = "Gone";
+    pub const HEALTH_CHECK_FAILED: &str = "HealthCheckFailed";
+    /// `Healthy=True` (SPEC leaves the reason open; Flux's word).
+    pub const HEALTH_SUCCEEDED: &str = "Succeeded";
 }
 
 /// The event action for a reason (SPEC §4's third column; the rest by the step they belong to).
@@ -81,6 +87,7 @@ pub fn action_for(reason: &str) -> &'static str {
         IMPERSONATION_FAILED | APPLY_FAILED | APPLIED | OWNERSHIP_CONFLICT => "Apply",
         PRUNE_FAILED | PRUNED | PRUNE_SKIPPED => "Prune",
         DRIFT_DETECTED => "DriftCheck",
+        HEALTH_CHECK_FAILED => "Health",
         DELETION_SA_MISSING | ORPHANED_ON_DELETION | DELETED => "Delete",
         _ => "Reconcile",
     }
@@ -159,6 +166,7 @@ mod tests {
             Outcome::AppliedAndPruned,
             Outcome::FailedTransient,
             Outcome::FailedStalled,
+            Outcome::Progressing,
         ];
         let labels: Vec<_> = all.iter().map(|o| o.metric_label()).collect();
         assert_eq!(
@@ -168,7 +176,8 @@ mod tests {
                 "applied",
                 "applied_and_pruned",
                 "failed_transient",
-                "failed_stalled"
+                "failed_stalled",
+                "progressing"
             ]
         );
     }

@@ -324,6 +324,7 @@ fn missing_finalizer_is_added_and_the_attempt_continues() {
             EffectKind::Render,
             EffectKind::InspectOwners,
             EffectKind::Apply,
+            EffectKind::AssessHealth,
             EffectKind::PatchStatus
         ]
     );

@@ -220,7 +220,8 @@ fn applied_nothing_pruned() {
             "Reconciliation succeeded"
         )
     );
-    assert_eq!(r.cond_types(), vec!["Ready", "ModuleResolved"]);
+    // `wait` is on by default: Healthy joins Ready once every object is healthy (SPEC §26).
+    assert_eq!(r.cond_types(), vec!["Ready", "Healthy", "ModuleResolved"]);
     assert_eq!(
         r.cond3("ModuleResolved"),
         c3(
@@ -252,6 +253,7 @@ fn applied_nothing_pruned() {
             EffectKind::Render,
             EffectKind::InspectOwners,
             EffectKind::Apply,
+            EffectKind::AssessHealth,
             EffectKind::PatchStatus
         ]
     );
@@ -284,10 +286,10 @@ fn applied_nothing_pruned() {
     assert_eq!(
         r.metrics(),
         vec![
-            // render, owner check, apply: 1s each.
+            // render, owner check, apply, health read: 1s each.
             Metric::Reconcile {
                 outcome: Outcome::Applied,
-                duration: secs(3)
+                duration: secs(4)
             },
             Metric::ApplyResources {
                 created: 3,
@@ -295,6 +297,9 @@ fn applied_nothing_pruned() {
                 unchanged: 0
             },
             Metric::InventorySize { count: 3 },
+            Metric::ReleaseHealthy { healthy: true },
+            // From the apply's answer to the health read's.
+            Metric::HealthWait { duration: secs(1) },
         ]
     );
 }
@@ -368,7 +373,11 @@ fn no_op_when_nothing_changed() {
     );
     assert_eq!(
         r.awaited(),
-        vec![EffectKind::Render, EffectKind::CheckDrift]
+        vec![
+            EffectKind::Render,
+            EffectKind::CheckDrift,
+            EffectKind::AssessHealth
+        ]
     );
     assert!(
         r.written.is_none(),

@@ -246,6 +246,19 @@ fn conditions_match_outcome(log: &AttemptLog) -> Result<(), TestCaseError> {
     let ready = condition(st, "Ready").ok_or_else(|| TestCaseError::fail("no Ready condition"))?;
     let stalled = condition(st, "Stalled").map(|c| c.status.as_str());
     match log.outcome {
+        // Waiting for health (SPEC §4): the attempt's own outcome, or `progressing`.
+        Some(Outcome::Progressing | Outcome::Applied | Outcome::AppliedAndPruned)
+            if log.reason == "Progressing" =>
+        {
+            prop_assert_eq!(ready.status.as_str(), "Unknown");
+            prop_assert_eq!(ready.reason.as_str(), "Progressing");
+            let h = condition(st, "Healthy")
+                .ok_or_else(|| TestCaseError::fail("no Healthy condition while waiting"))?;
+            prop_assert_eq!(h.status.as_str(), "Unknown");
+            prop_assert!(stalled != Some("True"), "stalled while waiting");
+            prop_assert!(st.next_retry_at.is_some());
+        }
+        Some(Outcome::Progressing) => prop_assert!(false, "progressing without waiting"),
         Some(Outcome::Applied | Outcome::AppliedAndPruned | Outcome::NoOp) => {
             prop_assert_eq!(ready.status.as_str(), "True");
             prop_assert!(stalled != Some("True"), "stalled after success");

@@ -329,6 +329,7 @@ fn release_records_its_source() {
             EffectKind::Render,
             EffectKind::InspectOwners,
             EffectKind::Apply,
+            EffectKind::AssessHealth,
             EffectKind::PatchStatus
         ]
     );

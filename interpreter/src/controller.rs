@@ -26,7 +26,7 @@ use opm_core::api::{ModuleRelease, Release};
 use opm_core::constants::{FLUX_SOURCE_API_VERSION, REQUESTED_AT_ANNOTATION, SOURCE_KINDS};
 use opm_core::fairness::Limits;
 use opm_core::outcome::reasons;
-use opm_core::{ReleaseKey, ReleaseObject};
+use opm_core::{Kind, ReleaseKey, ReleaseObject};
 use serde_json::Value;
 
 use crate::admission::Admission;
@@ -174,6 +174,7 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
         .then(ended(&health, "Release", shutdown.clone()));
 
     let sa = tokio::spawn(watch_service_accounts(ctx.clone()));
+    let managed = tokio::spawn(watch_managed_objects(ctx.clone()));
     let mut sources = Vec::new();
     for kind in SOURCE_KINDS {
         if source_kind_served(&rt, kind).await {
@@ -187,6 +188,7 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
     }
     futures::join!(mr, rel);
     sa.abort();
+    managed.abort();
     for s in sources {
         s.abort();
     }
@@ -408,6 +410,35 @@ fn waits_for_service_account(status: Option<&opm_core::api::ReleaseStatus>) -> b
         ready_reason(status).as_deref(),
         Some(reasons::IMPERSONATION_FAILED) | Some(reasons::DELETION_SA_MISSING)
     )
+}
+
+/// A managed object changed (a status change moves `resourceVersion`): re-trigger the
+/// release that owns it, when that release judges health (SPEC §26: the wait and the
+/// continuous health check are driven by these events, not by polling each object).
+async fn watch_managed_objects(ctx: Arc<Ctx>) {
+    use opm_core::render_value::release_uuid;
+    let mut changes = ctx.rt.watch.subscribe();
+    while let Some(c) = changes.next().await {
+        let ns = &c.release_namespace;
+        let name = &c.release_name;
+        if release_uuid(Kind::ModuleRelease, ns, name) == c.release_uuid {
+            let waits = ctx
+                .mr_store
+                .get(&ObjectRef::new(name).within(ns))
+                .is_some_and(|mr| mr.spec.common.waits());
+            if waits {
+                let _ = ctx.mr_tx.unbounded_send(ObjectRef::new(name).within(ns));
+            }
+        } else if release_uuid(Kind::Release, ns, name) == c.release_uuid {
+            let waits = ctx
+                .rel_store
+                .get(&ObjectRef::new(name).within(ns))
+                .is_some_and(|r| r.spec.common.waits());
+            if waits {
+                let _ = ctx.rel_tx.unbounded_send(ObjectRef::new(name).within(ns));
+            }
+        }
+    }
 }
 
 /// A ServiceAccount appeared: re-trigger releases in its namespace stalled on one.

@@ -66,6 +66,8 @@ pub struct Runtime {
     /// until their deadline cannot hold every turn while another tenant's render queues.
     pub render_gate: Arc<crate::admission::Admission>,
     attempt_ids: AtomicU64,
+    /// Objects read for their health, by version (saves their GETs, SPEC §26).
+    pub health_reads: crate::health_read::HealthCache,
 }
 
 impl Runtime {
@@ -109,6 +111,7 @@ impl Runtime {
             unpersisted: Unpersisted::default(),
             render_gate,
             attempt_ids: AtomicU64::new(0),
+            health_reads: Default::default(),
         })
     }
 }
@@ -532,6 +535,29 @@ async fn execute(
             };
             InputKind::OwnersInspected { objects }
         }
+        Effect::AssessHealth { targets, identity } => {
+            let objects = match rt.clients.for_identity(identity.as_ref()) {
+                Ok(client) => {
+                    crate::health_read::read(
+                        client,
+                        &rt.resolver,
+                        &rt.watch,
+                        &rt.health_reads,
+                        targets,
+                    )
+                    .await
+                }
+                Err(e) => targets
+                    .iter()
+                    .map(|t| opm_core::input::HealthObject {
+                        id: t.id.clone(),
+                        result: Err(e.clone()),
+                        pods: Vec::new(),
+                    })
+                    .collect(),
+            };
+            InputKind::HealthRead { objects }
+        }
         Effect::InspectStale { targets, identity } => {
             let objects = match rt.clients.for_identity(identity.as_ref()) {
                 Ok(client) => prune::inspect(client, &rt.resolver, targets).await,
@@ -691,6 +717,16 @@ fn timed_out(effect: &Effect) -> InputKind {
                 .collect(),
         },
         Effect::PatchStatus { .. } => InputKind::StatusPatched { result: Err(t()) },
+        Effect::AssessHealth { targets, .. } => InputKind::HealthRead {
+            objects: targets
+                .iter()
+                .map(|t_| opm_core::input::HealthObject {
+                    id: t_.id.clone(),
+                    result: Err(t()),
+                    pods: Vec::new(),
+                })
+                .collect(),
+        },
         Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
             unreachable!("only awaited effects are bounded")
         }

@@ -38,6 +38,7 @@ pub mod events;
 pub mod finalizer;
 pub mod flags;
 pub mod health;
+pub mod health_read;
 pub mod impersonate;
 pub mod leader;
 pub mod live_cache;

@@ -19,12 +19,13 @@ use prometheus_client::registry::Registry;
 pub use prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// Every outcome label, so `forget` can remove each `reconcile_total` series.
-const OUTCOMES: [Outcome; 5] = [
+const OUTCOMES: [Outcome; 6] = [
     Outcome::NoOp,
     Outcome::Applied,
     Outcome::AppliedAndPruned,
     Outcome::FailedTransient,
     Outcome::FailedStalled,
+    Outcome::Progressing,
 ];
 const ACTIONS: [&str; 3] = ["created", "updated", "unchanged"];
 
@@ -117,7 +118,16 @@ pub struct Metrics {
     cache_misses: Family<ReleaseLabels, Counter>,
     ready: Family<ReleaseLabels, Gauge>,
     suspended: Family<ReleaseLabels, Gauge>,
+    healthy: Family<ReleaseLabels, Gauge>,
+    health_wait: Family<ReleaseLabels, Histogram, Buckets>,
 }
+
+/// From the apply to healthy: a second (a ConfigMap-only release) to the 24h timeout cap:
+/// 0.5 s … ~4.5 h.
+const HEALTH_WAIT_BUCKETS: Buckets = Buckets {
+    start: 0.5,
+    count: 16,
+};
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -133,6 +143,18 @@ impl Default for Metrics {
         let cache_misses = Family::default();
         let ready = Family::default();
         let suspended = Family::default();
+        let healthy = Family::default();
+        let health_wait = Family::new_with_constructor(HEALTH_WAIT_BUCKETS);
+        registry.register(
+            "opm_controller_release_healthy",
+            "1 while every object of the release is healthy (SPEC §26), else 0",
+            healthy.clone(),
+        );
+        registry.register(
+            "opm_controller_health_wait_seconds",
+            "Time from an apply to every object healthy",
+            health_wait.clone(),
+        );
         // Counter names without `_total`: the encoder appends it.
         registry.register(
             "opm_controller_reconcile",
@@ -202,6 +224,8 @@ impl Default for Metrics {
             cache_misses,
             ready,
             suspended,
+            healthy,
+            health_wait,
         }
     }
 }
@@ -244,6 +268,14 @@ impl Metrics {
                 self.inventory_size
                     .get_or_create(&l)
                     .set(i64::try_from(*count).unwrap_or(i64::MAX));
+            }
+            Metric::ReleaseHealthy { healthy } => {
+                self.healthy.get_or_create(&l).set(i64::from(*healthy));
+            }
+            Metric::HealthWait { duration } => {
+                self.health_wait
+                    .get_or_create(&l)
+                    .observe(duration.as_secs_f64());
             }
         }
     }
@@ -309,6 +341,8 @@ impl Metrics {
         }
         self.reconcile_duration.remove(&l);
         self.render_duration.remove(&l);
+        self.health_wait.remove(&l);
+        self.healthy.remove(&l);
         for family in [
             &self.prune_resources,
             &self.fetch_bytes,

@@ -52,7 +52,20 @@ pub struct ObjectWatch {
     client: Client,
     /// By `(group, kind)`.
     kinds: Mutex<HashMap<(String, String), Arc<Kind>>>,
+    /// Where changes of managed objects are announced (SPEC §26: a status change moves
+    /// `resourceVersion`, and re-triggers the owning release's health read).
+    changes: Changes,
 }
+
+/// The release labels of a managed object whose version moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    pub release_namespace: String,
+    pub release_name: String,
+    pub release_uuid: String,
+}
+
+type Changes = Arc<Mutex<Option<futures::channel::mpsc::UnboundedSender<Changed>>>>;
 
 impl ObjectWatch {
     /// Watches through `client`, the operator's own identity (also for releases applied as
@@ -61,7 +74,15 @@ impl ObjectWatch {
         Self {
             client,
             kinds: Mutex::new(HashMap::new()),
+            changes: Arc::default(),
         }
+    }
+
+    /// Announces every later change of a watched managed object (one receiver at a time).
+    pub fn subscribe(&self) -> futures::channel::mpsc::UnboundedReceiver<Changed> {
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        *self.changes.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        rx
     }
 
     /// The object's current `resourceVersion` as the watch knows it, or `None` when the
@@ -130,7 +151,7 @@ impl ObjectWatch {
         // Metadata only: a version per object is all that is kept.
         let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(self.client.clone(), resource);
         let what = format!("{}/{}", resource.api_version, resource.kind);
-        tokio::spawn(follow(api, kind, what));
+        tokio::spawn(follow(api, kind, what, self.changes.clone()));
     }
 
     /// Number of kinds watched (or being started).
@@ -167,7 +188,27 @@ fn object_key<K: kube::Resource>(o: &K) -> Option<((String, String), Listed)> {
     ))
 }
 
-async fn follow(api: Api<PartialObjectMeta<DynamicObject>>, kind: Arc<Kind>, what: String) {
+fn announce(changes: &Changes, listed: &Listed) {
+    let label = |k: &str| listed.labels.get(k).cloned().unwrap_or_default();
+    let changed = Changed {
+        release_namespace: label(labels::RELEASE_NAMESPACE),
+        release_name: label(labels::RELEASE_NAME),
+        release_uuid: label(labels::RELEASE_UUID),
+    };
+    if changed.release_name.is_empty() {
+        return;
+    }
+    if let Some(tx) = changes.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        let _ = tx.unbounded_send(changed);
+    }
+}
+
+async fn follow(
+    api: Api<PartialObjectMeta<DynamicObject>>,
+    kind: Arc<Kind>,
+    what: String,
+    changes: Changes,
+) {
     let config = watcher::Config::default().labels(&selector());
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
     let mut listing = HashMap::new();
@@ -187,10 +228,14 @@ async fn follow(api: Api<PartialObjectMeta<DynamicObject>>, kind: Arc<Kind>, wha
             }
             Ok(Event::Apply(o)) => {
                 if let Some((k, rv)) = object_key(&o) {
-                    kind.versions
+                    let before = kind
+                        .versions
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .insert(k, rv);
+                        .insert(k, rv.clone());
+                    if before.is_none_or(|b| b.version != rv.version) {
+                        announce(&changes, &rv);
+                    }
                 }
             }
             Ok(Event::Delete(o)) => {

@@ -155,6 +155,23 @@ pub struct ReleaseCommon {
     /// Whether and how drift from the desired state is checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_detection: Option<DriftDetection>,
+    /// Ready only once every applied object is healthy (SPEC §26); default true. `false`:
+    /// Ready as soon as everything is applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<bool>,
+    /// Objects not applied by the release that must be healthy too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub health_checks: Vec<HealthCheckRef>,
+    /// CEL expressions deciding health for a kind (Flux's shape).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub health_check_exprs: Vec<HealthCheckExpr>,
+}
+
+impl ReleaseCommon {
+    /// `spec.wait`, defaulting to true.
+    pub fn waits(&self) -> bool {
+        self.wait.unwrap_or(true)
+    }
 }
 
 /// One applied object in `status.inventory.entries` (`v` = API version).
@@ -177,4 +194,48 @@ pub struct InventoryEntry {
     /// it is orphaned (release labels removed), never deleted (SPEC §28).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub prune: String,
+}
+
+/// One `spec.healthChecks` entry: an object not applied by the release that must be
+/// healthy too (SPEC §26).
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Default, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheckRef {
+    /// `apps/v1`, `v1`, `example.com/v1alpha1`.
+    #[schemars(length(min = 1))]
+    pub api_version: String,
+    /// Kind of the object, e.g. `Deployment`.
+    #[schemars(length(min = 1))]
+    pub kind: String,
+    /// Name of the object.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Defaults to the release's namespace for namespaced kinds.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+}
+
+/// One `spec.healthCheckExprs` entry (Flux's shape): CEL over the object deciding health
+/// for every object of that kind. The object's top-level fields (`metadata`, `spec`,
+/// `status`, …) are variables, and so is the whole object as `self`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheckExpr {
+    /// Matched by group (the version is ignored, so a served version change keeps working).
+    #[schemars(length(min = 1))]
+    pub api_version: String,
+    /// The kind the expressions judge, e.g. `Certificate`.
+    #[schemars(length(min = 1))]
+    pub kind: String,
+    /// True when the object is healthy.
+    #[schemars(length(min = 1))]
+    pub current: String,
+    /// True while the object is still progressing (the default when nothing matches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_progress: Option<String>,
+    /// True when the object has failed: the wait ends at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }

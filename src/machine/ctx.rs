@@ -83,6 +83,17 @@ pub(super) struct Ctx {
     pub deletions: Vec<Deletion>,
     pub prune_failures: Vec<PruneFailure>,
     pub pruned: u64,
+    /// This attempt's apply succeeded: the status records it even when health then waits
+    /// or fails (SPEC §26: the wait runs from the apply).
+    pub applied: bool,
+    /// When this attempt's apply answered: the start of its health wait.
+    pub applied_at: Option<jiff::Timestamp>,
+    /// Verdicts of the first health read, kept while the pods of some are read.
+    pub judged: Vec<crate::health::Judged>,
+    /// The health report to commit.
+    pub health: Option<crate::api::HealthReport>,
+    /// The metrics of a health exit, pushed with the others.
+    pub health_metrics: Vec<crate::effect::Metric>,
 }
 
 fn parse_or(s: Option<&str>, default: Duration) -> Duration {

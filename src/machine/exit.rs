@@ -44,7 +44,8 @@ impl Attempt {
     }
 
     fn emit_done(&mut self, d: DoneInfo) {
-        for metric in d.metrics {
+        let extra = std::mem::take(&mut self.ctx.health_metrics);
+        for metric in d.metrics.into_iter().chain(extra) {
             self.out.push(Effect::RecordMetric { metric });
         }
         self.out.push(Effect::Done {
@@ -65,7 +66,7 @@ impl Attempt {
 
     /// The status every commit shares: observed generation, finalised conditions, the
     /// on-demand token.
-    fn base_status(&self) -> ReleaseStatus {
+    pub(super) fn base_status(&self) -> ReleaseStatus {
         let mut s = self.ctx.persisted.clone();
         s.observed_generation = self.ctx.generation;
         s.conditions = self.ctx.conds.finalize(
@@ -76,10 +77,15 @@ impl Attempt {
         if let Some(t) = &self.ctx.requested_at {
             s.last_handled_reconcile_at = t.clone();
         }
+        if let Some(h) = &self.ctx.health {
+            s.health = Some(h.clone());
+        } else if !self.ctx.common.waits() {
+            s.health = None;
+        }
         s
     }
 
-    fn record_attempt(&self, s: &mut ReleaseStatus) {
+    pub(super) fn record_attempt(&self, s: &mut ReleaseStatus) {
         let d = &self.ctx.digests;
         s.release_uuid = self.ctx.uuid.clone();
         if let Some(src) = &self.ctx.source_status {
@@ -93,7 +99,7 @@ impl Attempt {
         s.last_attempted_render_digest = d.render.clone();
     }
 
-    fn history(&self, phase: &str, message: &str, with_inventory: bool) -> HistoryEntry {
+    pub(super) fn history(&self, phase: &str, message: &str, with_inventory: bool) -> HistoryEntry {
         let d = &self.ctx.digests;
         HistoryEntry {
             sequence: 0,
@@ -160,6 +166,9 @@ impl Attempt {
             );
             failures = s.failure_counters.reconcile;
             self.record_attempt(&mut s);
+            if self.ctx.applied {
+                self.record_applied(&mut s);
+            }
             let entry = self.history(self.ctx.step, &f.message, false);
             status::push_history(&mut s.history, entry);
         } else if let Some(src) = &self.ctx.source_status {

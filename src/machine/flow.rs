@@ -114,6 +114,9 @@ impl Attempt {
             .conds
             .set(ct::READY, UNKNOWN, reasons::PROGRESSING, msg);
         self.ctx.conds.remove(ct::STALLED);
+        if let Err(f) = self.check_health_rules() {
+            return self.fail(f);
+        }
         self.ctx.step = "source";
         match self.ctx.spec.clone() {
             SourceSpec::Module { module, values } => {
@@ -307,7 +310,7 @@ impl Attempt {
             return self.apply_step();
         }
         if self.ctx.drift_mode() == DriftMode::Disabled {
-            return self.noop_exit();
+            return self.unchanged();
         }
         self.phase = Phase::CheckingDrift;
         self.out.push(Effect::CheckDrift {
@@ -332,7 +335,7 @@ impl Attempt {
             if clean {
                 self.ctx.conds.remove(ct::DRIFTED);
             }
-            return self.noop_exit();
+            return self.unchanged();
         }
         let msg = drift::message(&report.drifted);
         let shown = self
@@ -350,7 +353,7 @@ impl Attempt {
         if self.ctx.drift_mode() == DriftMode::Correct {
             self.apply_step();
         } else {
-            self.noop_exit();
+            self.unchanged();
         }
     }
 
@@ -465,7 +468,7 @@ impl Attempt {
             .cloned()
             .collect();
         if stale.is_empty() {
-            return self.success(Outcome::Applied);
+            return self.applied_ok(Outcome::Applied);
         }
         self.start_prune(&stale);
     }
@@ -548,7 +551,7 @@ impl Attempt {
             return if self.ctx.deleting {
                 self.deletion_done()
             } else {
-                self.success(Outcome::AppliedAndPruned)
+                self.applied_ok(Outcome::AppliedAndPruned)
             };
         }
         self.ctx.prune_ok = Some(false);

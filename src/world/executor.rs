@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::effect::{Effect, Event, Impersonation, Metric, RenderRequest};
 use crate::input::{
-    ApiError, AppliedObject, ApplyReport, DependencyReport, DriftReport, FetchError,
+    ApiError, AppliedObject, ApplyAction, ApplyReport, DependencyReport, DriftReport, FetchError,
     FetchedArtifact, GroupKind, InputKind, LiveMeta, LiveObject, ObjectResult, RenderError,
     RenderOutput, SourceError,
 };
@@ -44,6 +44,10 @@ pub struct Metrics {
     pub apply_resources: BTreeMap<(ReleaseKey, &'static str), u64>,
     pub prune_resources: BTreeMap<ReleaseKey, u64>,
     pub inventory_size: BTreeMap<ReleaseKey, u64>,
+    /// `opm_controller_release_healthy`.
+    pub release_healthy: BTreeMap<ReleaseKey, bool>,
+    /// `opm_controller_health_wait_seconds`: the waits observed, per release.
+    pub health_waits: BTreeMap<ReleaseKey, Vec<Duration>>,
 }
 
 impl Metrics {
@@ -75,6 +79,15 @@ impl Metrics {
             Metric::InventorySize { count } => {
                 self.inventory_size.insert(key.clone(), *count);
             }
+            Metric::ReleaseHealthy { healthy } => {
+                self.release_healthy.insert(key.clone(), *healthy);
+            }
+            Metric::HealthWait { duration } => {
+                self.health_waits
+                    .entry(key.clone())
+                    .or_default()
+                    .push(*duration);
+            }
         }
     }
 
@@ -85,6 +98,8 @@ impl Metrics {
         self.apply_resources.retain(|(k, _), _| k != key);
         self.prune_resources.remove(key);
         self.inventory_size.remove(key);
+        self.release_healthy.remove(key);
+        self.health_waits.remove(key);
     }
 
     /// `opm_controller_reconcile_total` summed over releases, by outcome.
@@ -250,6 +265,9 @@ impl World {
                         if result.is_ok() {
                             self.register_crd(&o.manifest);
                         }
+                        if matches!(result, Ok(ApplyAction::Created | ApplyAction::Updated)) {
+                            self.note_applied(&o.id);
+                        }
                         failed |= result.is_err();
                         report.objects.push(AppliedObject {
                             id: o.id.clone(),
@@ -339,13 +357,16 @@ impl World {
                 InputKind::StatusPatched { result }
             }
             // Answered before `perform` is called.
+            Effect::AssessHealth { targets, identity } => {
+                self.read_health(targets, identity.as_ref(), api_err)
+            }
             Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
                 unreachable!("fire-and-forget effects have no result")
             }
         }
     }
 
-    fn authorize(
+    pub(super) fn authorize(
         &self,
         identity: Option<&Impersonation>,
         verb: Verb,

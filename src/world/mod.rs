@@ -33,6 +33,7 @@ mod events;
 mod executor;
 mod faults;
 pub mod fixtures;
+mod health;
 mod log;
 mod prng;
 mod rbac;
@@ -52,6 +53,7 @@ pub use driver::{Step, Stuck};
 pub use events::WorldEvent;
 pub use executor::{Metrics, RecordedEvent};
 pub use faults::{Fault, FaultError, FaultMismatch, FaultSchedule};
+pub use health::SimRollout;
 pub use log::{AttemptLog, TimelineEntry, Trigger};
 pub use prng::SplitMix64;
 pub use rbac::{Grant, Rbac, Verb};
@@ -125,6 +127,10 @@ pub struct World {
     max_steps: usize,
     /// State of the attempt being executed.
     current: executor::Current,
+    /// Simulated rollouts by object name (SPEC §26); absent = healthy once applied.
+    rollouts: BTreeMap<String, health::SimRollout>,
+    /// Last apply of each object: its rollout's start.
+    applied_at: BTreeMap<(String, String, String, String), Timestamp>,
 }
 
 impl World {
@@ -154,6 +160,8 @@ impl World {
             jitter: false,
             max_steps: 256,
             current: executor::Current::default(),
+            rollouts: BTreeMap::new(),
+            applied_at: BTreeMap::new(),
         }
     }
 

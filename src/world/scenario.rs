@@ -133,6 +133,10 @@ pub struct Scenario {
     pub faults: Vec<ScenarioFault>,
     #[serde(default)]
     pub events: Vec<ScenarioEvent>,
+    /// Simulated rollouts by object name (SPEC §26): healthy `afterSecs` after each apply,
+    /// or failed then with `fails: true`. Absent objects are healthy once applied.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub rollouts: std::collections::BTreeMap<String, super::SimRollout>,
 }
 
 /// A release manifest (`kind: ModuleRelease` or `Release`) as a [`ReleaseObject`].
@@ -207,6 +211,9 @@ impl Scenario {
             .with_jitter(self.jitter);
         for ns in &self.namespaces {
             w.namespace(ns);
+        }
+        for (name, r) in &self.rollouts {
+            w.simulate_rollout(name, r.clone());
         }
         for m in &self.modules {
             w.add_module(

@@ -12,6 +12,8 @@
 //! - [`RestartableApiServer`]: an API server of its own to SIGKILL and restart (chaos).
 //! - [`tools`]: where the pinned tools are (`./tools/install` puts them there).
 //! - [`wait::eventually`]: poll until a condition holds.
+//! - [`workloads::Workloads`]: kube-controller-manager, kube-scheduler and kwok with fake
+//!   nodes, started on demand, so workloads roll out (SPEC §26).
 //!
 //! Everything started here is stopped when the test binary exits (child processes
 //! terminated, temporary directories removed), and children die with the test binary
@@ -30,6 +32,7 @@ pub mod registry;
 mod restartable;
 pub mod tools;
 pub mod wait;
+pub mod workloads;
 
 pub use artifacts::{ArtifactServer, Fault};
 pub use crds::{flux_source_crds, install_crds, load_crds_from_dir};

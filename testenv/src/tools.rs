@@ -63,6 +63,48 @@ pub fn kubectl_bin() -> Result<PathBuf> {
     )
 }
 
+/// kwok's pinned version; it must match `tools/install`.
+pub const KWOK_VERSION: &str = "v0.8.0";
+
+/// `kube-controller-manager` of the pinned Kubernetes module (`OPM_KCM_BIN`).
+pub fn controller_manager_bin() -> Result<PathBuf> {
+    locate(
+        "kube-controller-manager",
+        "OPM_KCM_BIN",
+        cache_root().join(format!(
+            "k8s-controllers-{K8S_VERSION}/bin/kube-controller-manager"
+        )),
+    )
+}
+
+/// `kube-scheduler` of the pinned Kubernetes module (`OPM_SCHEDULER_BIN`).
+pub fn scheduler_bin() -> Result<PathBuf> {
+    locate(
+        "kube-scheduler",
+        "OPM_SCHEDULER_BIN",
+        cache_root().join(format!("k8s-controllers-{K8S_VERSION}/bin/kube-scheduler")),
+    )
+}
+
+/// `kwok` (`OPM_KWOK_BIN`).
+pub fn kwok_bin() -> Result<PathBuf> {
+    locate(
+        "kwok",
+        "OPM_KWOK_BIN",
+        cache_root().join(format!("kwok-{KWOK_VERSION}/bin/kwok")),
+    )
+}
+
+/// kwok's configuration: its own "fast" node and pod stages, copied from its module by
+/// `tools/install` (`OPM_KWOK_STAGES`).
+pub fn kwok_stages() -> Result<PathBuf> {
+    locate(
+        "kwok stages",
+        "OPM_KWOK_STAGES",
+        cache_root().join(format!("kwok-{KWOK_VERSION}/stages.yaml")),
+    )
+}
+
 /// The directory of Flux source CRD YAML files (`OPM_FLUX_CRDS_DIR`).
 pub fn flux_crds_dir() -> Result<PathBuf> {
     locate(

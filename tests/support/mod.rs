@@ -118,6 +118,26 @@ pub struct Canned {
     pub latency: Duration,
     /// Extra time taken by one effect kind.
     pub slow: Option<(EffectKind, Duration)>,
+    /// Health reads by `Kind/name` or object name; default: the object as its controller reports it once
+    /// rolled out ([`rolled_out`]).
+    pub health: BTreeMap<String, Result<Option<Value>, ApiError>>,
+    /// Pods listed for a workload, by its name.
+    pub pods: BTreeMap<String, Vec<Value>>,
+}
+
+/// A canned live object with the status its controller writes once it has rolled out.
+pub fn rolled_out(id: &opm_core::ResourceId) -> Value {
+    let status = match id.kind.as_str() {
+        "Deployment" => json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
+            "readyReplicas": 2, "availableReplicas": 2,
+            "conditions": [{"type": "Available", "status": "True"},
+                           {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}),
+        "Job" => json!({"conditions": [{"type": "Complete", "status": "True"}]}),
+        _ => json!({}),
+    };
+    json!({"apiVersion": id.api_version(), "kind": id.kind,
+           "metadata": {"name": id.name, "namespace": id.namespace, "generation": 1},
+           "spec": {"replicas": 2}, "status": status})
 }
 
 pub fn ours(uuid: &str) -> BTreeMap<String, String> {
@@ -160,6 +180,8 @@ impl Default for Canned {
             patch: Ok(()),
             latency: Duration::from_secs(1),
             slow: None,
+            health: BTreeMap::new(),
+            pods: BTreeMap::new(),
         }
     }
 }
@@ -257,6 +279,25 @@ impl Canned {
             },
             Effect::PatchStatus { .. } => InputKind::StatusPatched {
                 result: self.patch.clone(),
+            },
+            Effect::AssessHealth { targets, .. } => InputKind::HealthRead {
+                objects: targets
+                    .iter()
+                    .map(|t| opm_core::input::HealthObject {
+                        id: t.id.clone(),
+                        result: self
+                            .health
+                            .get(&format!("{}/{}", t.id.kind, t.id.name))
+                            .or_else(|| self.health.get(&t.id.name))
+                            .cloned()
+                            .unwrap_or_else(|| Ok(Some(rolled_out(&t.id)))),
+                        pods: if t.pods {
+                            self.pods.get(&t.id.name).cloned().unwrap_or_default()
+                        } else {
+                            Vec::new()
+                        },
+                    })
+                    .collect(),
             },
             other => panic!("not awaited: {other:?}"),
         }

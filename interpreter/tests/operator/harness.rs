@@ -184,10 +184,15 @@ impl Drop for Operator {
 }
 
 /// A ModuleRelease of the example module, labelled for this test's operator.
+///
+/// `wait` is false unless `extra_spec` says otherwise: the test cluster runs no workload
+/// controllers, so the example's Deployment never rolls out, and these tests are about
+/// something else than health (SPEC §26).
 pub fn module_release(ns: &str, name: &str, values: Value, extra_spec: Value) -> ModuleRelease {
     let mut spec = json!({
         "module": {"path": "example.com/modules/web@v0", "version": "v0.2.1"},
         "values": values,
+        "wait": false,
     });
     merge(&mut spec, extra_spec);
     serde_json::from_value(json!({
@@ -199,11 +204,13 @@ pub fn module_release(ns: &str, name: &str, values: Value, extra_spec: Value) ->
     .expect("ModuleRelease")
 }
 
-/// A Release of source `source` (OCIRepository) at `path`.
+/// A Release of source `source` (OCIRepository) at `path` (`wait` false by default, as
+/// [`module_release`]).
 pub fn release(ns: &str, name: &str, source: &str, path: &str, extra_spec: Value) -> Release {
     let mut spec = json!({
         "sourceRef": {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "OCIRepository", "name": source},
         "path": path,
+        "wait": false,
     });
     merge(&mut spec, extra_spec);
     serde_json::from_value(json!({

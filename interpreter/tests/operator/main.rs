@@ -6,6 +6,7 @@ mod artifacts;
 mod failures;
 mod ha;
 mod harness;
+mod health;
 mod hostile;
 mod identity;
 mod leader;

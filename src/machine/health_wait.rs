@@ -1,0 +1,431 @@
+//! SPEC §3 step 17 and §26: after the apply (or on a NoOp attempt), read the objects' health
+//! and end the attempt `Ready` (all `Current`), `HealthCheckFailed` (one `Failed`, or not
+//! all `Current` within `timeout` of the apply), or `Progressing`.
+//!
+//! The wait holds no worker: a `Progressing` attempt ends like any other, and the next one
+//! (a managed object's watch event, or the short requeue) takes the NoOp path, which reads
+//! health again. The wait's start is `status.lastAppliedAt`, so it survives a restart and a
+//! new revision (a new apply) restarts it.
+
+use std::time::Duration;
+
+use crate::conditions::{FALSE, TRUE, UNKNOWN, k8s_time};
+use crate::constants::conditions as ct;
+use crate::effect::{Effect, EventType, HealthTarget, Metric};
+use crate::health::{self, Assessment, HealthStatus, Judged};
+use crate::input::HealthObject;
+use crate::inventory;
+use crate::object::ResourceId;
+use crate::outcome::{Failure, Outcome, reasons};
+use crate::status;
+
+use super::{After, Attempt, DoneInfo, Phase, add};
+
+/// A workload `InProgress` this long has its newest pods read for the message (SPEC §26).
+pub const POD_DETAIL_AFTER: Duration = Duration::from_secs(30);
+
+/// Requeue while waiting when no watch event comes first: 10s, 20s, 40s, then 60s.
+fn wait_requeue(waited: Duration) -> Duration {
+    let s = waited.as_secs();
+    Duration::from_secs(match s {
+        0..10 => 10,
+        10..30 => 20,
+        30..70 => 40,
+        _ => 60,
+    })
+}
+
+impl Attempt {
+    /// A stall when a `healthCheckExprs` entry does not compile (checked before anything is
+    /// applied, so an invalid check never waits until the timeout).
+    pub(super) fn check_health_rules(&mut self) -> Result<(), Failure> {
+        if !self.ctx.common.waits() {
+            self.ctx.conds.remove(ct::HEALTHY);
+            return Ok(());
+        }
+        match health::compile(&self.ctx.common.health_check_exprs) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let msg = e.to_string();
+                self.ctx
+                    .conds
+                    .set(ct::HEALTHY, FALSE, reasons::HEALTH_CHECK_FAILED, &msg);
+                Err(Failure::stalled(reasons::HEALTH_CHECK_FAILED, msg))
+            }
+        }
+    }
+
+    /// The apply (and prune) succeeded.
+    pub(super) fn applied_ok(&mut self, outcome: Outcome) {
+        if !self.ctx.common.waits() {
+            return self.success(outcome);
+        }
+        self.ctx.applied = true;
+        self.ctx.applied_at = Some(self.now);
+        self.health_start(Some(outcome));
+    }
+
+    /// Nothing to apply (SPEC §3 step 14): a NoOp, after health when `wait`.
+    pub(super) fn unchanged(&mut self) {
+        if !self.ctx.common.waits() {
+            return self.noop_exit();
+        }
+        self.health_start(None);
+    }
+
+    /// Everything whose health is read: applied objects and `healthChecks` entries.
+    fn health_ids(&self) -> Vec<ResourceId> {
+        let mut ids: Vec<ResourceId> = self.ctx.desired.iter().map(|d| d.id.clone()).collect();
+        for h in &self.ctx.common.health_checks {
+            let (group, version) = match h.api_version.rsplit_once('/') {
+                Some((g, v)) => (g.to_string(), v.to_string()),
+                None => (String::new(), h.api_version.clone()),
+            };
+            let namespace = if h.namespace.is_empty() && h.kind != "Namespace" {
+                self.ctx.key.namespace.clone()
+            } else {
+                h.namespace.clone()
+            };
+            let id = ResourceId {
+                group,
+                kind: h.kind.clone(),
+                namespace,
+                name: h.name.clone(),
+                version,
+            };
+            if !ids.iter().any(|i| i.identity() == id.identity()) {
+                ids.push(id);
+            }
+        }
+        ids
+    }
+
+    /// Whether `id` is read at all: Secrets never are (their data must not reach a trace),
+    /// the kinds that are `Current` once applied need not be, unless an expression judges
+    /// them.
+    fn reads(&self, id: &ResourceId) -> bool {
+        if id.group.is_empty() && id.kind == "Secret" {
+            return false;
+        }
+        health::needs_assessment(&id.group, &id.kind)
+            || self
+                .ctx
+                .common
+                .health_check_exprs
+                .iter()
+                .any(|e| e.kind == id.kind && health::group_of(&e.api_version) == id.group)
+    }
+
+    fn unhealthy_long_enough(&self, id: &ResourceId) -> bool {
+        health::has_pods(&id.group, &id.kind)
+            && health::unhealthy_since(self.ctx.persisted.health.as_ref(), id)
+                .is_some_and(|since| add(since, POD_DETAIL_AFTER) <= self.now)
+    }
+
+    fn health_start(&mut self, applied: Option<Outcome>) {
+        self.ctx.step = "health";
+        let targets: Vec<HealthTarget> = self
+            .health_ids()
+            .into_iter()
+            .filter(|id| self.reads(id))
+            .map(|id| HealthTarget {
+                pods: self.unhealthy_long_enough(&id),
+                id,
+            })
+            .collect();
+        if targets.is_empty() {
+            return self.on_health(applied, true, Vec::new());
+        }
+        self.phase = Phase::AssessingHealth {
+            applied,
+            pods_read: false,
+        };
+        self.out.push(Effect::AssessHealth {
+            targets,
+            identity: self.ctx.identity.clone(),
+        });
+    }
+
+    pub(super) fn on_health(
+        &mut self,
+        applied: Option<Outcome>,
+        pods_read: bool,
+        objects: Vec<HealthObject>,
+    ) {
+        let rules = match health::compile(&self.ctx.common.health_check_exprs) {
+            Ok(r) => r,
+            Err(e) => {
+                return self.fail(Failure::stalled(
+                    reasons::HEALTH_CHECK_FAILED,
+                    e.to_string(),
+                ));
+            }
+        };
+        let judge = |o: &HealthObject| -> Judged {
+            let assessment = match &o.result {
+                Ok(Some(v)) => health::assess(v, &rules),
+                Ok(None) => Assessment {
+                    status: HealthStatus::InProgress,
+                    message: "not found".to_string(),
+                },
+                Err(e) => Assessment {
+                    status: HealthStatus::Unknown,
+                    message: format!("reading it failed: {e}"),
+                },
+            };
+            let pods = (assessment.status != HealthStatus::Current)
+                .then(|| health::pod_detail(&o.pods))
+                .flatten();
+            Judged {
+                id: o.id.clone(),
+                assessment,
+                pods,
+            }
+        };
+        let fresh: Vec<Judged> = objects.iter().map(judge).collect();
+        let judged = if pods_read && !self.ctx.judged.is_empty() {
+            // The second read: its verdicts replace the first read's for those objects.
+            let mut all = std::mem::take(&mut self.ctx.judged);
+            for j in fresh {
+                if let Some(slot) = all.iter_mut().find(|a| a.id == j.id) {
+                    *slot = j;
+                }
+            }
+            all
+        } else {
+            let mut all = Vec::new();
+            for id in self.health_ids() {
+                if !self.reads(&id) {
+                    all.push(Judged {
+                        id,
+                        assessment: Assessment {
+                            status: HealthStatus::Current,
+                            message: "applied".to_string(),
+                        },
+                        pods: None,
+                    });
+                } else if let Some(j) = fresh.iter().find(|j| j.id.identity() == id.identity()) {
+                    all.push(j.clone());
+                } else {
+                    all.push(Judged {
+                        id,
+                        assessment: Assessment {
+                            status: HealthStatus::Unknown,
+                            message: "not reported".to_string(),
+                        },
+                        pods: None,
+                    });
+                }
+            }
+            all
+        };
+        if !pods_read {
+            // A failed workload, or one waiting past the bound, is explained by its pods.
+            let again: Vec<HealthTarget> = judged
+                .iter()
+                .filter(|j| {
+                    health::has_pods(&j.id.group, &j.id.kind)
+                        && j.pods.is_none()
+                        && match j.assessment.status {
+                            HealthStatus::Failed => true,
+                            HealthStatus::InProgress => self.unhealthy_long_enough(&j.id),
+                            _ => false,
+                        }
+                })
+                .map(|j| HealthTarget {
+                    id: j.id.clone(),
+                    pods: true,
+                })
+                .collect();
+            let asked_already = objects.iter().any(|o| !o.pods.is_empty());
+            if !again.is_empty() && !asked_already {
+                self.ctx.judged = judged;
+                self.phase = Phase::AssessingHealth {
+                    applied,
+                    pods_read: true,
+                };
+                self.out.push(Effect::AssessHealth {
+                    targets: again,
+                    identity: self.ctx.identity.clone(),
+                });
+                return;
+            }
+        }
+        self.decide_health(applied, &judged);
+    }
+
+    /// When the wait began: this attempt's apply, else the last one.
+    fn wait_start(&self, applied: Option<Outcome>) -> jiff::Timestamp {
+        if applied.is_some() {
+            return self.ctx.applied_at.unwrap_or(self.now);
+        }
+        self.ctx
+            .persisted
+            .last_applied_at
+            .as_ref()
+            .map_or(self.now, |t| t.0)
+    }
+
+    fn decide_health(&mut self, applied: Option<Outcome>, judged: &[Judged]) {
+        let previous = self.ctx.persisted.health.as_ref();
+        let mut summary = health::summarize(judged, previous, self.now);
+        // Unchanged verdicts keep their timestamp: a NoOp attempt writes no status.
+        if let Some(p) = previous {
+            let mut same = summary.report.clone();
+            same.checked_at = p.checked_at.clone();
+            if &same == p {
+                summary.report.checked_at = p.checked_at.clone();
+            }
+        }
+        self.ctx.health = Some(summary.report.clone());
+        let start = self.wait_start(applied);
+        let waited = Duration::try_from(self.now.duration_since(start)).unwrap_or(Duration::ZERO);
+        let was_healthy = self
+            .ctx
+            .persisted
+            .conditions
+            .iter()
+            .any(|c| c.type_ == ct::HEALTHY && c.status == TRUE);
+        if summary.all_current {
+            let msg = format!("all {} resources are healthy", judged.len());
+            self.ctx
+                .conds
+                .set(ct::HEALTHY, TRUE, reasons::HEALTH_SUCCEEDED, &msg);
+            self.ctx
+                .health_metrics
+                .push(Metric::ReleaseHealthy { healthy: true });
+            if !was_healthy || applied.is_some() {
+                self.ctx
+                    .health_metrics
+                    .push(Metric::HealthWait { duration: waited });
+            }
+            return match applied {
+                Some(o) => self.success(o),
+                None => {
+                    if !was_healthy {
+                        self.event(EventType::Normal, reasons::SUCCEEDED, &msg);
+                    }
+                    self.noop_exit()
+                }
+            };
+        }
+        self.ctx
+            .health_metrics
+            .push(Metric::ReleaseHealthy { healthy: false });
+        let timeout = self.ctx.timeout;
+        let failed_msg = if summary.any_failed {
+            Some(summary.failed_message())
+        } else if waited >= timeout {
+            Some(summary.timeout_message(timeout))
+        } else {
+            None
+        };
+        if let Some(msg) = failed_msg {
+            self.ctx
+                .conds
+                .set(ct::HEALTHY, FALSE, reasons::HEALTH_CHECK_FAILED, &msg);
+            if applied.is_some() {
+                self.applied_events(applied);
+            }
+            return self.fail(Failure::transient(reasons::HEALTH_CHECK_FAILED, msg));
+        }
+        let msg = summary.waiting_message();
+        let remaining = timeout.saturating_sub(waited).max(Duration::from_secs(1));
+        self.progressing(applied, &msg, wait_requeue(waited).min(remaining));
+    }
+
+    /// The Applied (and Pruned) events of an attempt whose apply succeeded.
+    fn applied_events(&mut self, applied: Option<Outcome>) {
+        let (created, updated, unchanged) = self.ctx.counts;
+        let total = created + updated + unchanged;
+        self.event(
+            EventType::Normal,
+            reasons::APPLIED,
+            &format!(
+                "Applied {total} resources ({created} created, {updated} updated, {unchanged} unchanged)"
+            ),
+        );
+        if applied == Some(Outcome::AppliedAndPruned) && self.ctx.pruned > 0 {
+            let note = format!("Pruned {} stale resources", self.ctx.pruned);
+            self.event(EventType::Normal, reasons::PRUNED, &note);
+        }
+    }
+
+    /// Records an apply that succeeded: digests, time, the new inventory (the objects are
+    /// there, whatever their health).
+    pub(super) fn record_applied(&self, s: &mut crate::api::ReleaseStatus) {
+        let d = &self.ctx.digests;
+        s.last_applied_at = Some(k8s_time(self.ctx.applied_at.unwrap_or(self.now)));
+        s.last_applied_source_digest = d.source.clone();
+        s.last_applied_config_digest = d.config.clone();
+        s.last_applied_render_digest = d.render.clone();
+        s.inventory = Some(inventory::next(
+            self.ctx.persisted.inventory.as_ref(),
+            self.ctx.entries.clone(),
+        ));
+    }
+
+    /// Waiting for health (SPEC §4): `Ready=Unknown/Progressing`, `Healthy` likewise.
+    fn progressing(&mut self, applied: Option<Outcome>, msg: &str, requeue: Duration) {
+        let c = &mut self.ctx.conds;
+        c.set(ct::READY, UNKNOWN, reasons::PROGRESSING, msg);
+        c.set(ct::HEALTHY, UNKNOWN, reasons::PROGRESSING, msg);
+        c.set(ct::RECONCILING, TRUE, reasons::PROGRESSING, msg);
+        c.remove(ct::STALLED);
+        let mut s = self.base_status();
+        let outcome = applied.unwrap_or(Outcome::Progressing);
+        let mut metrics = vec![self.reconcile_metric(outcome)];
+        if applied.is_some() {
+            self.applied_events(applied);
+            status::update_counters(
+                &mut s.failure_counters,
+                Some(true),
+                self.ctx.apply_ok,
+                self.ctx.prune_ok,
+                self.ctx.drift_ok,
+            );
+            self.record_attempt(&mut s);
+            self.record_applied(&mut s);
+            let entry = self.history("progressing", msg, true);
+            status::push_history(&mut s.history, entry);
+            let (created, updated, unchanged) = self.ctx.counts;
+            metrics.push(Metric::ApplyResources {
+                created,
+                updated,
+                unchanged,
+            });
+            if self.ctx.prune_ran {
+                metrics.push(Metric::PruneResources {
+                    count: self.ctx.pruned,
+                });
+            }
+            metrics.push(Metric::InventorySize {
+                count: self.ctx.entries.len() as u64,
+            });
+        }
+        s.next_retry_at = Some(k8s_time(add(self.now, requeue)));
+        self.commit(
+            s,
+            After::Done(DoneInfo {
+                outcome,
+                reason: reasons::PROGRESSING,
+                requeue: Some(requeue),
+                metrics,
+            }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_requeue_grows_to_a_minute() {
+        let r: Vec<u64> = [0, 9, 10, 29, 30, 69, 70, 600]
+            .iter()
+            .map(|s| wait_requeue(Duration::from_secs(*s)).as_secs())
+            .collect();
+        assert_eq!(r, [10, 10, 20, 20, 40, 40, 60, 60]);
+    }
+}
