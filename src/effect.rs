@@ -96,6 +96,16 @@ pub enum Effect {
         reason: String,
         requeue_after: Option<Duration>,
     },
+    /// Read, as `identity`, each `valuesFrom` object of `namespace` in order and, when
+    /// `credentials` names one, the `module.secretRef` Secret (SPEC §27). Strings from a
+    /// Secret come back as digests (SPEC §23). Awaited: `ValuesRead`.
+    ReadValues {
+        namespace: String,
+        refs: Vec<crate::api::values_from::ValuesReference>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        credentials: Option<String>,
+        identity: Option<Impersonation>,
+    },
 }
 
 /// Effect names without payloads: for fault schedules and batch-shape checks.
@@ -118,12 +128,13 @@ pub enum EffectKind {
     EmitEvent,
     RecordMetric,
     Done,
+    ReadValues,
 }
 
 impl EffectKind {
     /// Every kind the machine waits on (all but events, metrics and `Done`): the kinds a
     /// fault schedule can fail, so the fault bench checks it reached each of them.
-    pub const AWAITED: [EffectKind; 13] = [
+    pub const AWAITED: [EffectKind; 14] = [
         EffectKind::AddFinalizer,
         EffectKind::RemoveFinalizer,
         EffectKind::CheckDependencies,
@@ -137,6 +148,7 @@ impl EffectKind {
         EffectKind::InspectStale,
         EffectKind::Prune,
         EffectKind::PatchStatus,
+        EffectKind::ReadValues,
     ];
 }
 
@@ -159,6 +171,7 @@ impl Effect {
             Effect::EmitEvent { .. } => EffectKind::EmitEvent,
             Effect::RecordMetric { .. } => EffectKind::RecordMetric,
             Effect::Done { .. } => EffectKind::Done,
+            Effect::ReadValues { .. } => EffectKind::ReadValues,
         }
     }
 
@@ -178,6 +191,7 @@ impl Effect {
             Effect::InspectStale { .. } => "staleInspected",
             Effect::Prune { .. } => "pruned",
             Effect::PatchStatus { .. } => "statusPatched",
+            Effect::ReadValues { .. } => "valuesRead",
             Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
                 return None;
             }
@@ -220,6 +234,10 @@ pub enum RenderRequest {
         values: Option<Value>,
         release_name: String,
         release_namespace: String,
+        /// `sha256:` of the `module.secretRef` credentials the pull uses (SPEC §27); the
+        /// interpreter holds the bytes. The render cache keys on it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        credentials: Option<String>,
     },
     /// Export the release package at `path` inside the artifact with `artifact_digest`.
     Artifact {

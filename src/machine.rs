@@ -18,6 +18,7 @@ mod deleting;
 mod exit;
 mod flow;
 mod suspend;
+mod values;
 
 use ctx::Ctx;
 
@@ -44,7 +45,9 @@ pub struct Attempt {
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
     AddingFinalizer,
-    CheckingDependencies { refs: Vec<ReleaseKey> },
+    CheckingDependencies {
+        refs: Vec<ReleaseKey>,
+    },
     ResolvingSource,
     FetchingArtifact,
     Rendering,
@@ -54,9 +57,14 @@ enum Phase {
     Applying,
     InspectingStale,
     Pruning,
-    PatchingStatus { after: After },
+    PatchingStatus {
+        after: After,
+    },
     RemovingFinalizer,
     Finished,
+    /// The ServiceAccount check that precedes reading `valuesFrom` (SPEC §27).
+    CheckingServiceAccountForValues,
+    ReadingValues,
 }
 
 /// What follows a successful status patch.
@@ -93,6 +101,8 @@ impl Phase {
             Phase::PatchingStatus { .. } => "statusPatched",
             Phase::RemovingFinalizer => "finalizerRemoved",
             Phase::Finished => return None,
+            Phase::CheckingServiceAccountForValues => "serviceAccountChecked",
+            Phase::ReadingValues => "valuesRead",
         })
     }
 
@@ -211,6 +221,16 @@ impl Attempt {
             (Phase::RemovingFinalizer, I::FinalizerRemoved { result }) => {
                 self.on_finalizer_removed(result)
             }
+            (Phase::CheckingServiceAccountForValues, I::ServiceAccountChecked { result }) => {
+                self.on_values_service_account(result)
+            }
+            (
+                Phase::ReadingValues,
+                I::ValuesRead {
+                    values,
+                    credentials,
+                },
+            ) => self.on_values(values, credentials),
             // `step` matched the input name against the phase, so this arm is never taken;
             // restoring the phase keeps the machine usable if that check ever changes.
             (phase, _) => self.phase = phase,

@@ -18,6 +18,7 @@ pub mod extract;
 pub mod fetch;
 pub mod module_ref;
 pub mod redact;
+pub mod registry_auth;
 pub mod release_path;
 pub mod render;
 pub mod rendered;
@@ -54,5 +55,6 @@ pub mod service_account;
 pub mod source;
 pub mod status;
 pub mod trace_sink;
+pub mod values_from;
 
 pub use fetch::FailureClass;

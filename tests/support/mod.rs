@@ -46,8 +46,10 @@ pub fn module_release() -> ModuleRelease {
             module: ModuleRef {
                 path: "example.com/modules/web@v0".into(),
                 version: "v0.2.1".into(),
+                secret_ref: None,
             },
             values: Some(json!({"replicas": 2})),
+            values_from: Vec::new(),
             common: Default::default(),
         },
         status: None,
@@ -118,6 +120,10 @@ pub struct Canned {
     pub latency: Duration,
     /// Extra time taken by one effect kind.
     pub slow: Option<(EffectKind, Duration)>,
+    /// `valuesFrom` contents by object name; default: the object is missing.
+    pub values: BTreeMap<String, Result<opm_core::values_from::ValuesContent, ApiError>>,
+    /// The `module.secretRef` read.
+    pub credentials: Result<opm_core::values_from::CredentialsContent, ApiError>,
 }
 
 pub fn ours(uuid: &str) -> BTreeMap<String, String> {
@@ -160,6 +166,10 @@ impl Default for Canned {
             patch: Ok(()),
             latency: Duration::from_secs(1),
             slow: None,
+            values: BTreeMap::new(),
+            credentials: Ok(opm_core::values_from::CredentialsContent::Found {
+                digest: opm_core::digest::sha256(b"{}"),
+            }),
         }
     }
 }
@@ -257,6 +267,20 @@ impl Canned {
             },
             Effect::PatchStatus { .. } => InputKind::StatusPatched {
                 result: self.patch.clone(),
+            },
+            Effect::ReadValues {
+                refs, credentials, ..
+            } => InputKind::ValuesRead {
+                values: refs
+                    .iter()
+                    .map(|r| {
+                        self.values
+                            .get(&r.name)
+                            .cloned()
+                            .unwrap_or(Ok(opm_core::values_from::ValuesContent::ObjectMissing))
+                    })
+                    .collect(),
+                credentials: credentials.as_ref().map(|_| self.credentials.clone()),
             },
             other => panic!("not awaited: {other:?}"),
         }
