@@ -174,6 +174,12 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
         .then(ended(&health, "Release", shutdown.clone()));
 
     let sa = tokio::spawn(watch_service_accounts(ctx.clone()));
+    // SPEC §27: referenced ConfigMaps and Secrets re-trigger their releases.
+    let values = tokio::spawn(crate::values_watch::run(
+        rt.clone(),
+        ctx.mr_store.clone(),
+        ctx.mr_tx.clone(),
+    ));
     let mut sources = Vec::new();
     for kind in SOURCE_KINDS {
         if source_kind_served(&rt, kind).await {
@@ -187,6 +193,7 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
     }
     futures::join!(mr, rel);
     sa.abort();
+    values.abort();
     for s in sources {
         s.abort();
     }

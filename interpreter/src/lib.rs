@@ -56,5 +56,6 @@ pub mod source;
 pub mod status;
 pub mod trace_sink;
 pub mod values_from;
+pub mod values_watch;
 
 pub use fetch::FailureClass;

@@ -7,7 +7,20 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_VALUES_KEY: &str = "values.yaml";
 
 /// What kind of object a `valuesFrom` entry reads.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    JsonSchema,
+)]
 pub enum ValuesKind {
     #[default]
     ConfigMap,
