@@ -137,7 +137,13 @@ pub async fn run(
                 }
             };
             let releases: Releases = Arc::new(Mutex::new(releases));
-            let task = tokio::spawn(watch_one(client, key.clone(), releases.clone(), tx.clone()));
+            let task = tokio::spawn(watch_one(
+                client,
+                key.clone(),
+                releases.clone(),
+                store.clone(),
+                tx.clone(),
+            ));
             watches.insert(key, Watch { releases, task });
         }
         tokio::time::sleep(REFRESH).await;
@@ -167,6 +173,7 @@ async fn watch_one(
     client: Client,
     key: WatchKey,
     releases: Releases,
+    store: Store<ModuleRelease>,
     tx: futures::channel::mpsc::UnboundedSender<ObjectRef<ModuleRelease>>,
 ) {
     let config = watcher::Config::default().fields(&format!("metadata.name={}", key.name));
@@ -208,10 +215,30 @@ async fn watch_one(
             Event::InitApply(rv) => listing = rv.or(Some(String::new())),
             Event::InitDone => {
                 let now = listing.take();
-                // The first list sets the baseline; a later one (after a broken watch)
-                // triggers when it saw something else than the watch had.
-                if last.as_ref().is_some_and(|l| *l != now) {
-                    trigger();
+                match &last {
+                    // A later list (after a broken watch) triggers when it saw something
+                    // else than the watch had.
+                    Some(l) if *l != now => trigger(),
+                    Some(_) => {}
+                    // The first list sets the baseline. The watch opens up to [`REFRESH`]
+                    // after the release's first read: an object that appeared in between
+                    // would be missed, so the releases not Ready (a ValuesNotFound stall
+                    // among them) try again once it exists.
+                    None if now.is_some() => {
+                        for r in releases.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                            let ready = store.get(r).is_some_and(|mr| {
+                                mr.status.as_ref().is_some_and(|s| {
+                                    s.conditions
+                                        .iter()
+                                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                                })
+                            });
+                            if !ready {
+                                let _ = tx.unbounded_send(r.clone());
+                            }
+                        }
+                    }
+                    None => {}
                 }
                 last = Some(now);
             }

@@ -21,3 +21,4 @@ mod redteam_tenancy;
 mod security;
 #[path = "../support/mod.rs"]
 mod support;
+mod values;
