@@ -82,9 +82,16 @@ pub fn says_refused(message: &str) -> bool {
 /// `ResolutionFailed` that says so (SPEC §27), not a retried "registry unreachable".
 pub fn refused_credentials(e: RenderError) -> RenderError {
     match e {
-        RenderError::Resolution { message } | RenderError::RegistryUnreachable { message }
+        RenderError::Resolution { message }
+        | RenderError::RegistryUnreachable { message }
+        | RenderError::Evaluation { message }
             if says_refused(&message) =>
         {
+            let message = message
+                .split_once("): ")
+                .filter(|(head, _)| head.starts_with("the registry refused the module pull"))
+                .map_or(message.as_str(), |(_, rest)| rest)
+                .to_owned();
             RenderError::Resolution {
                 message: format!(
                     "the registry refused the credentials of spec.module.secretRef: {message}"
@@ -128,9 +135,15 @@ mod tests {
 
     #[test]
     fn refusals_are_named() {
-        let e = refused_credentials(RenderError::RegistryUnreachable {
-            message: "cannot do HTTP request: 401 Unauthorized".into(),
-        });
+        // What cue v0.17.1 prints for a pull with wrong credentials (checked against
+        // distribution v3.1.2 with htpasswd).
+        let stderr = "opm.internal/release@v0: import failed: cannot find package \"private.example/modules/priv@v0\": cannot fetch private.example/modules/priv@v0.1.0: module private.example/modules/priv@v0.1.0: 401 Unauthorized: unauthorized: authentication required:\n    ./release.cue:2:8";
+        let classified = crate::render::classify_stderr(stderr);
+        assert!(
+            matches!(&classified, RenderError::Resolution { message } if message.contains("refused the module pull")),
+            "{classified:?}"
+        );
+        let e = refused_credentials(classified);
         assert!(
             matches!(&e, RenderError::Resolution { message } if message.contains("refused the credentials")),
             "{e:?}"

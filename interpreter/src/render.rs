@@ -150,7 +150,14 @@ impl RenderError {
 /// URLs from the spec and the flags, which stay readable.
 pub fn classify_stderr(stderr: &str) -> RenderError {
     let message = first_lines(stderr);
-    if is_registry_unreachable(stderr) {
+    if stderr.contains("cannot fetch") && crate::registry_auth::says_refused(stderr) {
+        // 401/403 on a module pull: not an evaluation error, and not transient.
+        RenderError::Resolution {
+            message: format!(
+                "the registry refused the module pull (no or wrong credentials; see spec.module.secretRef): {message}"
+            ),
+        }
+    } else if is_registry_unreachable(stderr) {
         RenderError::RegistryUnreachable { message }
     } else if RESOLUTION.iter().any(|p| stderr.contains(p)) {
         RenderError::Resolution { message }

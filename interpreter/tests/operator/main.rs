@@ -11,6 +11,7 @@ mod identity;
 mod leader;
 mod lifecycle;
 mod metrics;
+mod private_registry;
 mod process;
 mod rbac;
 mod redteam_fairness;
