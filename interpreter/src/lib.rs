@@ -43,6 +43,7 @@ pub mod impersonate;
 pub mod leader;
 pub mod live_cache;
 pub mod local;
+pub mod local_values;
 pub mod metrics;
 pub mod object_watch;
 pub mod observed;
