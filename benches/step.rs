@@ -25,8 +25,10 @@ fn release(status_from: Option<&ModuleRelease>) -> ModuleRelease {
             module: ModuleRef {
                 path: "example.com/modules/web@v0".into(),
                 version: "v0.2.1".into(),
+                secret_ref: None,
             },
             values: Some(json!({"replicas": 2, "image": "nginx:1.27"})),
+            values_from: Vec::new(),
             common: Default::default(),
         },
         status: status_from.and_then(|m| m.status.clone()),

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod common;
+pub mod values_from;
 pub use common::{
     DependencyRef, DriftDetection, DriftMode, HealthCheckExpr, HealthCheckRef, InventoryEntry,
     ModuleRef, ReleaseCommon, Rollout, SourceRef,
@@ -62,6 +63,9 @@ pub struct ModuleReleaseSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "common::any_json")]
     pub values: Option<serde_json::Value>,
+    /// ConfigMaps and Secrets merged in order under `values` (SPEC §27).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_from: Vec<values_from::ValuesReference>,
     /// Options shared by both kinds.
     #[serde(flatten)]
     pub common: ReleaseCommon,

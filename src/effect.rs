@@ -96,6 +96,16 @@ pub enum Effect {
         reason: String,
         requeue_after: Option<Duration>,
     },
+    /// Read, as `identity`, each `valuesFrom` object of `namespace` in order and, when
+    /// `credentials` names one, the `module.secretRef` Secret (SPEC §27). Strings from a
+    /// Secret come back as digests (SPEC §23). Awaited: `ValuesRead`.
+    ReadValues {
+        namespace: String,
+        refs: Vec<crate::api::values_from::ValuesReference>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        credentials: Option<String>,
+        identity: Option<Impersonation>,
+    },
     /// Read each target's JSON (from the managed-object watch when it holds it, else one
     /// GET as `identity`), without `metadata.managedFields`; for a target with `pods`, also
     /// LIST the pods its `spec.selector` selects in its namespace (as `identity`, at most
@@ -140,6 +150,7 @@ pub enum EffectKind {
     RecordMetric,
     Done,
     AssessHealth,
+    ReadValues,
 }
 
 impl EffectKind {
@@ -160,6 +171,7 @@ impl EffectKind {
         EffectKind::Prune,
         EffectKind::PatchStatus,
         EffectKind::AssessHealth,
+        EffectKind::ReadValues,
     ];
 }
 
@@ -183,6 +195,7 @@ impl Effect {
             Effect::RecordMetric { .. } => EffectKind::RecordMetric,
             Effect::Done { .. } => EffectKind::Done,
             Effect::AssessHealth { .. } => EffectKind::AssessHealth,
+            Effect::ReadValues { .. } => EffectKind::ReadValues,
         }
     }
 
@@ -203,6 +216,7 @@ impl Effect {
             Effect::Prune { .. } => "pruned",
             Effect::PatchStatus { .. } => "statusPatched",
             Effect::AssessHealth { .. } => "healthRead",
+            Effect::ReadValues { .. } => "valuesRead",
             Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
                 return None;
             }
@@ -245,6 +259,10 @@ pub enum RenderRequest {
         values: Option<Value>,
         release_name: String,
         release_namespace: String,
+        /// `sha256:` of the `module.secretRef` credentials the pull uses (SPEC §27); the
+        /// interpreter holds the bytes. The render cache keys on it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        credentials: Option<String>,
     },
     /// Export the release package at `path` inside the artifact with `artifact_digest`.
     Artifact {

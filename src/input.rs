@@ -90,6 +90,12 @@ pub enum InputKind {
     Pruned { results: Vec<ObjectResult> },
     /// Answer to `PatchStatus`.
     StatusPatched { result: Result<(), ApiError> },
+    /// Answer to `ReadValues`: one result per reference, in order, and the credentials.
+    ValuesRead {
+        values: Vec<Result<crate::values_from::ValuesContent, ApiError>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        credentials: Option<Result<crate::values_from::CredentialsContent, ApiError>>,
+    },
     /// Answer to `AssessHealth`: one entry per target, in order.
     HealthRead { objects: Vec<HealthObject> },
 }
@@ -124,6 +130,7 @@ impl InputKind {
             InputKind::Pruned { .. } => "pruned",
             InputKind::StatusPatched { .. } => "statusPatched",
             InputKind::HealthRead { .. } => "healthRead",
+            InputKind::ValuesRead { .. } => "valuesRead",
         }
     }
 }

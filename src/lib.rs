@@ -83,6 +83,7 @@ pub mod render_value;
 pub mod source;
 pub mod status;
 pub mod trace;
+pub mod values_from;
 pub mod world;
 
 pub use config::{AllowOperatorIdentity, Config};

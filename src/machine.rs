@@ -19,6 +19,7 @@ mod exit;
 mod flow;
 mod health_wait;
 mod suspend;
+mod values;
 
 use ctx::Ctx;
 
@@ -68,6 +69,9 @@ enum Phase {
         applied: Option<Outcome>,
         pods_read: bool,
     },
+    /// The ServiceAccount check that precedes reading `valuesFrom` (SPEC §27).
+    CheckingServiceAccountForValues,
+    ReadingValues,
 }
 
 /// What follows a successful status patch.
@@ -105,6 +109,8 @@ impl Phase {
             Phase::RemovingFinalizer => "finalizerRemoved",
             Phase::AssessingHealth { .. } => "healthRead",
             Phase::Finished => return None,
+            Phase::CheckingServiceAccountForValues => "serviceAccountChecked",
+            Phase::ReadingValues => "valuesRead",
         })
     }
 
@@ -226,6 +232,16 @@ impl Attempt {
             (Phase::AssessingHealth { applied, pods_read }, I::HealthRead { objects }) => {
                 self.on_health(applied, pods_read, objects)
             }
+            (Phase::CheckingServiceAccountForValues, I::ServiceAccountChecked { result }) => {
+                self.on_values_service_account(result)
+            }
+            (
+                Phase::ReadingValues,
+                I::ValuesRead {
+                    values,
+                    credentials,
+                },
+            ) => self.on_values(values, credentials),
             // `step` matched the input name against the phase, so this arm is never taken;
             // restoring the phase keeps the machine usable if that check ever changes.
             (phase, _) => self.phase = phase,

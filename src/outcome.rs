@@ -73,6 +73,8 @@ pub mod reasons {
     pub const HEALTH_CHECK_FAILED: &str = "HealthCheckFailed";
     /// `Healthy=True` (SPEC leaves the reason open; Flux's word).
     pub const HEALTH_SUCCEEDED: &str = "Succeeded";
+    /// A `valuesFrom` object or key is missing and not `optional` (SPEC §4, §27).
+    pub const VALUES_NOT_FOUND: &str = "ValuesNotFound";
 }
 
 /// The event action for a reason (SPEC §4's third column; the rest by the step they belong to).
@@ -83,7 +85,7 @@ pub fn action_for(reason: &str) -> &'static str {
         CROSS_NAMESPACE_REF_DENIED | SOURCE_NOT_READY => "Resolve",
         FETCH_FAILED | INVALID_ARTIFACT => "Fetch",
         PATH_NOT_FOUND | RELEASE_FILE_NOT_FOUND | UNSUPPORTED_KIND => "Load",
-        RESOLUTION_FAILED | RENDER_FAILED => "Render",
+        RESOLUTION_FAILED | RENDER_FAILED | VALUES_NOT_FOUND => "Render",
         IMPERSONATION_FAILED | APPLY_FAILED | APPLIED | OWNERSHIP_CONFLICT => "Apply",
         PRUNE_FAILED | PRUNED | PRUNE_SKIPPED => "Prune",
         DRIFT_DETECTED => "DriftCheck",

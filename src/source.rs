@@ -291,6 +291,7 @@ mod tests {
         let m = |p: &str, v: &str| ModuleRef {
             path: p.into(),
             version: v.into(),
+            secret_ref: None,
         };
         assert!(check_module(&m("example.com/modules/web@v0", "v0.2.1")).is_ok());
         assert!(check_module(&m("example.com/modules/web", "v1.0.0")).is_ok());

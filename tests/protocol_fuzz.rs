@@ -216,8 +216,10 @@ fn object(case: &Case, now: Timestamp) -> ModuleRelease {
             module: ModuleRef {
                 path: "example.com/m@v0".into(),
                 version: "v0.1.0".into(),
+                secret_ref: None,
             },
             values: None,
+            values_from: Vec::new(),
             common: Default::default(),
         },
         status: None,

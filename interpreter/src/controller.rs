@@ -175,6 +175,12 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
 
     let sa = tokio::spawn(watch_service_accounts(ctx.clone()));
     let managed = tokio::spawn(watch_managed_objects(ctx.clone()));
+    // SPEC §27: referenced ConfigMaps and Secrets re-trigger their releases.
+    let values = tokio::spawn(crate::values_watch::run(
+        rt.clone(),
+        ctx.mr_store.clone(),
+        ctx.mr_tx.clone(),
+    ));
     let mut sources = Vec::new();
     for kind in SOURCE_KINDS {
         if source_kind_served(&rt, kind).await {
@@ -189,6 +195,7 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
     futures::join!(mr, rel);
     sa.abort();
     managed.abort();
+    values.abort();
     for s in sources {
         s.abort();
     }

@@ -430,14 +430,25 @@ async fn execute(
         },
         Effect::Render { request } => {
             let started = std::time::Instant::now();
+            // SPEC §27: `cue` sees the real Secret strings behind the digests in the values,
+            // and the credentials behind their digest; the core and the trace never do.
+            let request = secrets.restore_request(request);
+            let credentials = match &request {
+                opm_core::effect::RenderRequest::Module {
+                    credentials: Some(d),
+                    ..
+                } => secrets.credentials(d).map(|b| (d.clone(), b.to_vec())),
+                _ => None,
+            };
             let rendered = {
                 let _turn = rt.render_gate.acquire(&key.namespace).await;
-                rt.local.render(request).await
+                rt.local.render_with(&request, credentials).await
             };
             rt.metrics.record_render(key, started.elapsed());
             let result = match rendered {
                 Ok((mut value, bytes)) => {
                     secrets.redact_render(&mut value);
+                    secrets.redact_render_strings(&mut value);
                     let cluster_scoped = rt.resolver.cluster_scoped(&flatten(&value)).await;
                     Ok(RenderOutput {
                         value,
@@ -445,7 +456,7 @@ async fn execute(
                         bytes,
                     })
                 }
-                Err(e) => Err(e),
+                Err(e) => Err(secrets.scrub_render_error(e)),
             };
             InputKind::Rendered { result }
         }
@@ -594,6 +605,35 @@ async fn execute(
             }
             InputKind::StatusPatched { result }
         }
+        Effect::ReadValues {
+            namespace,
+            refs,
+            credentials,
+            identity,
+        } => {
+            let mut read = crate::values_from::read(
+                rt.clients.for_identity(identity.as_ref()),
+                namespace,
+                refs,
+                credentials.as_deref(),
+                secrets,
+            )
+            .await;
+            if let InputKind::ValuesRead {
+                values,
+                credentials,
+            } = &mut read
+            {
+                for e in values
+                    .iter_mut()
+                    .filter_map(|r| r.as_mut().err())
+                    .chain(credentials.iter_mut().filter_map(|r| r.as_mut().err()))
+                {
+                    secrets.scrub_api_error(e);
+                }
+            }
+            read
+        }
         Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
             unreachable!("fire-and-forget and Done effects are never executed as awaited")
         }
@@ -726,6 +766,12 @@ fn timed_out(effect: &Effect) -> InputKind {
                     pods: Vec::new(),
                 })
                 .collect(),
+        },
+        Effect::ReadValues {
+            refs, credentials, ..
+        } => InputKind::ValuesRead {
+            values: refs.iter().map(|_| Err(t())).collect(),
+            credentials: credentials.as_ref().map(|_| Err(t())),
         },
         Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
             unreachable!("only awaited effects are bounded")

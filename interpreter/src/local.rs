@@ -45,6 +45,16 @@ impl Local {
 
     /// Renders the request and returns the exported value with the size of its JSON.
     pub async fn render(&self, request: &RenderRequest) -> Result<(Value, u64), CoreRender> {
+        self.render_with(request, None).await
+    }
+
+    /// [`Self::render`] with the `module.secretRef` Docker config (`digest`, bytes) for
+    /// the module pull (SPEC §27).
+    pub async fn render_with(
+        &self,
+        request: &RenderRequest,
+        credentials: Option<(String, Vec<u8>)>,
+    ) -> Result<(Value, u64), CoreRender> {
         match request {
             RenderRequest::Module {
                 path,
@@ -52,7 +62,13 @@ impl Local {
                 values,
                 release_name,
                 release_namespace,
+                credentials: wanted,
             } => {
+                if wanted.is_some() && credentials.is_none() {
+                    return Err(CoreRender::Io {
+                        message: "registry credentials of this attempt are not at hand".into(),
+                    });
+                }
                 let module = ModuleRef::new(path, version, None).map_err(render_error)?;
                 let identity = ReleaseIdentity {
                     name: release_name.clone(),
@@ -63,7 +79,7 @@ impl Local {
                     .unwrap_or_else(|| Value::Object(Default::default()));
                 let rendered = self
                     .renderer
-                    .render_module_cached(&module, &values, &identity)
+                    .render_module_cached_with(&module, &values, &identity, credentials)
                     .await
                     .map_err(render_error)?;
                 Ok(Rendered::into_parts(rendered))

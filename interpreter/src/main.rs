@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, Parser, Subcommand};
 use opm_operator::module_ref::{ModuleRef, ReleaseIdentity};
 use opm_operator::render::{DEFAULT_RENDER_TIMEOUT, RenderConfig, Renderer};
@@ -56,6 +56,16 @@ struct RenderArgs {
     /// Values for the module (YAML or JSON), unified with its `#config`.
     #[arg(long, requires = "module", conflicts_with = "dir")]
     values: Option<PathBuf>,
+    /// Values files merged in order before `--values`, as `valuesFrom` is (SPEC §27):
+    /// `FILE` (a YAML/JSON mapping, merged at the root) or `TARGET.PATH=FILE` (the file's
+    /// text as one string at that dot path). Repeatable.
+    #[arg(
+        long = "values-from-file",
+        value_name = "[PATH=]FILE",
+        requires = "module",
+        conflicts_with = "dir"
+    )]
+    values_from_file: Vec<opm_operator::local_values::FileRef>,
     /// Release name handed to the module.
     #[arg(long, default_value = "release", conflicts_with = "dir")]
     name: String,
@@ -136,15 +146,9 @@ async fn render(args: RenderArgs) -> anyhow::Result<()> {
         (Some(dir), None) => renderer.render_package(dir).await?,
         (None, Some(module)) => {
             let module = ModuleRef::parse(module)?;
-            let values = match &args.values {
-                Some(path) => {
-                    let text = std::fs::read_to_string(path)
-                        .with_context(|| format!("reading {}", path.display()))?;
-                    serde_saphyr::from_str::<serde_json::Value>(&text)
-                        .with_context(|| format!("parsing {}", path.display()))?
-                }
-                None => serde_json::Value::Null,
-            };
+            let values =
+                opm_operator::local_values::merged(&args.values_from_file, args.values.as_deref())
+                    .map_err(anyhow::Error::msg)?;
             let identity = ReleaseIdentity {
                 name: args.name.clone(),
                 namespace: args.namespace.clone(),

@@ -150,7 +150,14 @@ impl RenderError {
 /// URLs from the spec and the flags, which stay readable.
 pub fn classify_stderr(stderr: &str) -> RenderError {
     let message = first_lines(stderr);
-    if is_registry_unreachable(stderr) {
+    if stderr.contains("cannot fetch") && crate::registry_auth::says_refused(stderr) {
+        // 401/403 on a module pull: not an evaluation error, and not transient.
+        RenderError::Resolution {
+            message: format!(
+                "the registry refused the module pull (no or wrong credentials; see spec.module.secretRef): {message}"
+            ),
+        }
+    } else if is_registry_unreachable(stderr) {
         RenderError::RegistryUnreachable { message }
     } else if RESOLUTION.iter().any(|p| stderr.contains(p)) {
         RenderError::Resolution { message }
@@ -316,6 +323,17 @@ impl Renderer {
         values: &Value,
         identity: &ReleaseIdentity,
     ) -> Result<Vec<u8>, RenderError> {
+        self.export_module_with(module, values, identity, None)
+            .await
+    }
+
+    async fn export_module_with(
+        &self,
+        module: &ModuleRef,
+        values: &Value,
+        identity: &ReleaseIdentity,
+        credentials: Option<&(String, Vec<u8>)>,
+    ) -> Result<Vec<u8>, RenderError> {
         let files = synthesise_release(module, values, identity)?;
         let dir = tempfile::Builder::new()
             .prefix("opm-release-")
@@ -335,7 +353,25 @@ impl Renderer {
             .map_err(|e| RenderError::Io {
                 message: format!("writing release package: {e}"),
             })?;
-        self.export(dir.path()).await
+        match credentials {
+            None => self.export(dir.path()).await,
+            Some((digest, bytes)) => {
+                let auth = crate::registry_auth::PrivateDockerConfig::new(bytes).map_err(|e| {
+                    RenderError::Io {
+                        message: format!("private Docker config: {e}"),
+                    }
+                })?;
+                let cache = self
+                    .config
+                    .cue_cache_dir
+                    .as_ref()
+                    .map(|c| crate::registry_auth::cache_dir_for(c, digest));
+                let env = auth.env(cache.as_deref());
+                let out = self.export_env(dir.path(), &env).await;
+                drop(auth);
+                out.map_err(crate::registry_auth::refused_credentials)
+            }
+        }
     }
 
     /// [`Self::render_package`] through the render cache. `source_digest` names the artifact
@@ -363,21 +399,41 @@ impl Renderer {
         values: &Value,
         identity: &ReleaseIdentity,
     ) -> Result<Arc<Rendered>, RenderError> {
-        let config = serde_json::json!({
+        self.render_module_cached_with(module, values, identity, None)
+            .await
+    }
+
+    /// [`Self::render_module_cached`] pulling with a Docker config (`digest`, bytes) of
+    /// `module.secretRef` (SPEC §27). The cache key carries the credentials' digest, so a
+    /// render made with one tenant's credentials never answers another's request.
+    pub async fn render_module_cached_with(
+        &self,
+        module: &ModuleRef,
+        values: &Value,
+        identity: &ReleaseIdentity,
+        credentials: Option<(String, Vec<u8>)>,
+    ) -> Result<Arc<Rendered>, RenderError> {
+        let mut config = serde_json::json!({
             "values": values,
             "name": identity.name,
             "namespace": identity.namespace,
             "package": module.package,
             "registry": self.config.registry,
         });
+        if let Some((digest, _)) = &credentials {
+            config["credentials"] = Value::String(digest.clone());
+        }
         let key = RenderKey {
             source_digest: format!("module:{}@{}", module.path, module.version),
             config_digest: format!("sha256:{}", hex::encode(Sha256::digest(config.to_string()))),
             path: ".".to_owned(),
             cue_version: self.cue_version().await?,
         };
-        self.cached(key, self.export_module(module, values, identity))
-            .await
+        self.cached(
+            key,
+            self.export_module_with(module, values, identity, credentials.as_ref()),
+        )
+        .await
     }
 
     async fn cached(
@@ -430,6 +486,15 @@ impl Renderer {
 
     /// `cue export . --out json` in `dir`, bounded by the deadline and the output caps.
     async fn export(&self, dir: &Path) -> Result<Vec<u8>, RenderError> {
+        self.export_env(dir, &[]).await
+    }
+
+    /// [`Self::export`] with extra environment for the child (set last, so they win).
+    async fn export_env(
+        &self,
+        dir: &Path,
+        env: &[(String, std::ffi::OsString)],
+    ) -> Result<Vec<u8>, RenderError> {
         let mut cmd = tokio::process::Command::new(&self.config.cue_binary);
         cmd.args(["export", ".", "--out", "json"])
             .current_dir(dir)
@@ -442,6 +507,9 @@ impl Renderer {
         }
         if let Some(c) = &self.config.cue_cache_dir {
             cmd.env("CUE_CACHE_DIR", c);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
         }
         if let Some(limit) = self.config.memory_limit {
             crate::cue_limits::limit_memory(&mut cmd, limit);

@@ -14,6 +14,11 @@ use serde_json::Value;
 #[derive(Default, Clone)]
 pub struct SecretTable {
     values: HashMap<String, Value>,
+    /// Strings that came from a `valuesFrom` Secret (SPEC §27), and every rendered string
+    /// that contains one, by digest: substituted back wherever they land (§23).
+    strings: HashMap<String, String>,
+    /// `module.secretRef` Docker configs by digest.
+    credentials: HashMap<String, Vec<u8>>,
 }
 
 /// A Secret handed back for apply carries a value this attempt's render never produced.
@@ -39,7 +44,13 @@ pub fn secret_digest(value: &Value) -> String {
 
 impl fmt::Debug for SecretTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SecretTable({} values)", self.values.len())
+        write!(
+            f,
+            "SecretTable({} values, {} strings, {} credentials)",
+            self.values.len(),
+            self.strings.len(),
+            self.credentials.len()
+        )
     }
 }
 
@@ -59,7 +70,104 @@ impl SecretTable {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+        self.values.is_empty() && self.strings.is_empty()
+    }
+
+    /// Keeps `real` (a string read from a Secret) and returns the digest the core sees.
+    pub fn remember_string(&mut self, real: &str) -> String {
+        let digest = opm_core::digest::sha256(real.as_bytes());
+        self.strings.insert(digest.clone(), real.to_owned());
+        digest
+    }
+
+    /// Replaces every string leaf of `value` (read from a Secret) by its digest. Map keys
+    /// are field names and stay.
+    pub fn redact_strings(&mut self, value: &mut Value) {
+        match value {
+            Value::String(s) => {
+                let d = self.remember_string(s);
+                *s = d;
+            }
+            Value::Array(a) => a.iter_mut().for_each(|v| self.redact_strings(v)),
+            Value::Object(m) => m.values_mut().for_each(|v| self.redact_strings(v)),
+            _ => {}
+        }
+    }
+
+    /// Keeps a `module.secretRef` Docker config; returns its digest.
+    pub fn remember_credentials(&mut self, bytes: Vec<u8>) -> String {
+        let digest = opm_core::digest::sha256(&bytes);
+        self.credentials.insert(digest.clone(), bytes);
+        digest
+    }
+
+    /// The Docker config behind `digest`, if this attempt read it.
+    pub fn credentials(&self, digest: &str) -> Option<&[u8]> {
+        self.credentials.get(digest).map(Vec::as_slice)
+    }
+
+    /// A copy of `value` with every digest of a Secret string put back: the values handed
+    /// to `cue`, which must see the real strings for `#config` to check them.
+    pub fn restore_strings(&self, value: &Value) -> Value {
+        let mut out = value.clone();
+        self.put_back(&mut out);
+        out
+    }
+
+    fn put_back(&self, value: &mut Value) {
+        match value {
+            Value::String(s) => {
+                if let Some(real) = self.strings.get(s.as_str()) {
+                    *s = real.clone();
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|v| self.put_back(v)),
+            Value::Object(m) => m.values_mut().for_each(|v| self.put_back(v)),
+            _ => {}
+        }
+    }
+
+    /// After [`Self::redact_render`]: every string of every rendered object that holds a
+    /// Secret string (whole, or inside a longer one such as a URL; pieces shorter than
+    /// [`MIN_SCRUBBED`] only when whole) becomes the digest of that string, so the core
+    /// never sees it wherever the module put it (SPEC §23, §27).
+    pub fn redact_render_strings(&mut self, exported: &mut Value) {
+        if self.strings.is_empty() {
+            return;
+        }
+        let mut secrets: Vec<String> = self.strings.values().cloned().collect();
+        secrets.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        let Some(components) = exported
+            .get_mut("components")
+            .and_then(Value::as_object_mut)
+        else {
+            return;
+        };
+        for component in components.values_mut() {
+            if let Some(objects) = component.as_object_mut() {
+                for obj in objects.values_mut() {
+                    self.redact_holding(obj, &secrets);
+                }
+            }
+        }
+    }
+
+    fn redact_holding(&mut self, value: &mut Value, secrets: &[String]) {
+        match value {
+            Value::String(s) => {
+                let holds = secrets.iter().any(|x| {
+                    !x.is_empty()
+                        && (s == x || (x.chars().count() >= MIN_SCRUBBED && s.contains(x.as_str())))
+                });
+                if holds {
+                    let d = self.remember_string(s);
+                    *s = d;
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|v| self.redact_holding(v, secrets)),
+            Value::Object(m) => m.values_mut().for_each(|v| self.redact_holding(v, secrets)),
+            _ => {}
+        }
     }
 
     /// Replaces the Secret values of every object under `components.<c>.<key>` in the
@@ -107,6 +215,7 @@ impl SecretTable {
             .values
             .values()
             .filter_map(Value::as_str)
+            .chain(self.strings.values().map(String::as_str))
             .filter(|v| v.chars().count() >= MIN_SCRUBBED)
             .collect();
         // Longest first, so a value containing another is replaced whole.
@@ -117,6 +226,43 @@ impl SecretTable {
             }
         }
         out
+    }
+
+    /// The render request with the real strings in its values (see [`Self::restore_strings`]).
+    pub fn restore_request(
+        &self,
+        request: &opm_core::effect::RenderRequest,
+    ) -> opm_core::effect::RenderRequest {
+        let mut out = request.clone();
+        if let opm_core::effect::RenderRequest::Module {
+            values: Some(v), ..
+        } = &mut out
+            && !self.strings.is_empty()
+        {
+            self.put_back(v);
+        }
+        out
+    }
+
+    /// [`Self::scrub`] applied to a render error's message: `cue` quotes values in its
+    /// errors, and a module may echo one unquoted.
+    pub fn scrub_render_error(&self, mut e: opm_core::RenderError) -> opm_core::RenderError {
+        use opm_core::RenderError as E;
+        if self.is_empty() {
+            return e;
+        }
+        match &mut e {
+            E::Resolution { message }
+            | E::Evaluation { message }
+            | E::PathNotFound { message }
+            | E::ReleaseFileNotFound { message }
+            | E::InvalidArtifact { message }
+            | E::Timeout { message }
+            | E::RegistryUnreachable { message }
+            | E::Io { message } => *message = self.scrub(message),
+            E::UnsupportedKind { .. } | E::TooLarge { .. } | E::OutOfMemory { .. } => {}
+        }
+        e
     }
 
     /// [`Self::scrub`] applied to an API error's message.
@@ -130,7 +276,7 @@ impl SecretTable {
         | E::TooManyRequests { message, .. }
         | E::Timeout { message }
         | E::Other { message, .. }) = e;
-        if !self.values.is_empty() {
+        if !self.is_empty() {
             *message = self.scrub(message);
         }
     }
@@ -140,7 +286,20 @@ impl SecretTable {
     pub fn restore(&self, manifest: &Value) -> Result<Value, UnknownSecretDigest> {
         let mut out = manifest.clone();
         if !is_secret(&out) {
+            if !self.strings.is_empty() {
+                self.put_back(&mut out);
+            }
             return Ok(out);
+        }
+        if !self.strings.is_empty()
+            && let Some(map) = out.as_object_mut()
+        {
+            // Everything but `data`/`stringData`, which are restored from their own table.
+            for (k, v) in map.iter_mut() {
+                if !FIELDS.contains(&k.as_str()) {
+                    self.put_back(v);
+                }
+            }
         }
         let name = out
             .pointer("/metadata/name")
@@ -236,6 +395,48 @@ mod tests {
         // Objects that are not Secrets pass through whatever they hold.
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "sha256:00"}});
         assert_eq!(table.restore(&cm).unwrap(), cm);
+    }
+
+    #[test]
+    fn secret_strings_from_values_are_redacted_wherever_they_land_and_come_back() {
+        let mut t = SecretTable::default();
+        let mut values = serde_json::json!({"db": {"password": "hunter2-pw", "port": 5432}});
+        t.redact_strings(&mut values);
+        let seen = values.to_string();
+        assert!(!seen.contains("hunter2"), "{seen}");
+        assert_eq!(values["db"]["port"], json!(5432));
+        // cue gets the real strings back.
+        let real = t.restore_strings(&values);
+        assert_eq!(real["db"]["password"], json!("hunter2-pw"));
+        // The render puts it in a ConfigMap (inside a URL), an env var, and a Secret.
+        let mut exported = json!({"kind": "ModuleRelease", "components": {"app": {
+            "cm": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c",
+                   "annotations": {"a": "hunter2-pw"}},
+                   "data": {"url": "postgres://u:hunter2-pw@db:5432/x", "plain": "x"}},
+            "dep": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                    "spec": {"template": {"spec": {"containers": [{"name": "a",
+                    "env": [{"name": "PW", "value": "hunter2-pw"}]}]}}}},
+            "s": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+                  "stringData": {"pw": "hunter2-pw"}}}}});
+        let original = exported.clone();
+        t.redact_render(&mut exported);
+        t.redact_render_strings(&mut exported);
+        let text = exported.to_string();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(
+            text.contains("\"plain\":\"x\""),
+            "other strings stay: {text}"
+        );
+        for key in ["cm", "dep", "s"] {
+            let obj = &exported["components"]["app"][key];
+            assert_eq!(
+                t.restore(obj).unwrap(),
+                original["components"]["app"][key],
+                "{key}"
+            );
+        }
+        let scrubbed = t.scrub("bad value hunter2-pw in postgres://u:hunter2-pw@db:5432/x");
+        assert!(!scrubbed.contains("hunter2"), "{scrubbed}");
     }
 
     #[test]

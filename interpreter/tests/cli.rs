@@ -98,6 +98,82 @@ fn render_a_module_with_values_from_the_registry() {
     assert_eq!(d[1]["metadata"]["name"], "shop");
 }
 
+/// `--values-from-file` merges like `valuesFrom` (SPEC §27): files in order, a
+/// `PATH=FILE` one as a single string at that path, `--values` last; `#config` checks it.
+#[test]
+fn render_merges_values_from_files_like_values_from() {
+    let reg = Registry::start();
+    reg.publish("v0.2.1");
+    let dir = tempfile::tempdir().unwrap();
+    let w = |n: &str, t: &str| {
+        std::fs::write(dir.path().join(n), t).unwrap();
+        dir.path().join(n).to_str().unwrap().to_owned()
+    };
+    let base = w(
+        "base.yaml",
+        "replicas: 4
+message: from base
+image: nginx:base
+",
+    );
+    let msg = w("msg.txt", "from: a file, as text");
+    let values = w(
+        "values.yaml",
+        "replicas: 2
+",
+    );
+    let module = format!("{}@v0.2.1", MODULE_PATH.trim_end_matches("@v0"));
+    let target = format!("message={msg}");
+    let out = opm(
+        &[
+            "render",
+            "--module",
+            &module,
+            "--values-from-file",
+            &base,
+            "--values-from-file",
+            &target,
+            "--values",
+            &values,
+            "--cue-registry",
+            &reg.cue_registry(),
+        ],
+        reg.cue_cache.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = docs(&out.stdout);
+    assert_eq!(d[0]["data"]["message"], "from: a file, as text");
+    assert_eq!(d[1]["spec"]["replicas"], 2, "--values wins");
+    assert_eq!(
+        d[1]["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:base"
+    );
+    // A value #config refuses fails the render, naming the field.
+    let bad = w(
+        "bad.yaml",
+        "replicas: 0
+",
+    );
+    let out = opm(
+        &[
+            "render",
+            "--module",
+            &module,
+            "--values-from-file",
+            &bad,
+            "--cue-registry",
+            &reg.cue_registry(),
+        ],
+        reg.cue_cache.path(),
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("replicas"));
+}
+
 #[test]
 fn render_failures_exit_non_zero_with_the_message() {
     let reg = Registry::start();

@@ -39,6 +39,9 @@ pub struct ModuleRef {
     /// Exact version, e.g. `v0.2.1`.
     #[schemars(length(min = 1))]
     pub version: String,
+    /// Registry credentials for this module's pull (SPEC §27).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<super::values_from::LocalSecretRef>,
 }
 
 /// `spec.sourceRef` of a Release: a Flux source object.

@@ -21,6 +21,7 @@ pub(super) enum SourceSpec {
     Module {
         module: ModuleRef,
         values: Option<Value>,
+        values_from: Vec<crate::api::values_from::ValuesReference>,
     },
     Package {
         source_ref: SourceRef,
@@ -33,6 +34,7 @@ impl Default for SourceSpec {
         SourceSpec::Module {
             module: ModuleRef::default(),
             values: None,
+            values_from: Vec::new(),
         }
     }
 }
@@ -94,6 +96,9 @@ pub(super) struct Ctx {
     pub health: Option<crate::api::HealthReport>,
     /// The metrics of a health exit, pushed with the others.
     pub health_metrics: Vec<crate::effect::Metric>,
+    /// The ServiceAccount was found to exist before `valuesFrom` was read (SPEC §27), so
+    /// step 12 needs no second check.
+    pub sa_checked: bool,
 }
 
 fn parse_or(s: Option<&str>, default: Duration) -> Duration {
@@ -113,6 +118,7 @@ impl Ctx {
             ReleaseObject::ModuleRelease(m) => SourceSpec::Module {
                 module: m.spec.module.clone(),
                 values: m.spec.values.clone(),
+                values_from: m.spec.values_from.clone(),
             },
             ReleaseObject::Release(r) => SourceSpec::Package {
                 source_ref: r.spec.source_ref.clone(),

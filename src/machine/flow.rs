@@ -119,23 +119,21 @@ impl Attempt {
         }
         self.ctx.step = "source";
         match self.ctx.spec.clone() {
-            SourceSpec::Module { module, values } => {
+            SourceSpec::Module {
+                module,
+                values,
+                values_from,
+            } => {
                 self.ctx.digests.config = digest::module_config(values.as_ref());
                 if let Err(f) = source::check_module(&module) {
                     return self.fail(f);
                 }
                 self.ctx.digests.source = digest::module_source(&module.path, &module.version);
-                self.ctx.step = "render";
-                self.phase = Phase::Rendering;
-                self.out.push(Effect::Render {
-                    request: RenderRequest::Module {
-                        path: module.path,
-                        version: module.version,
-                        values,
-                        release_name: self.ctx.key.name.clone(),
-                        release_namespace: self.ctx.key.namespace.clone(),
-                    },
-                });
+                let secret_ref = module.secret_ref.as_ref().map(|s| s.name.as_str());
+                if crate::values_from::reads_objects(&values_from, secret_ref) {
+                    return self.values_step();
+                }
+                self.module_render(values, None);
             }
             SourceSpec::Package { source_ref, path } => {
                 self.ctx.digests.config = digest::release_config(&path);
@@ -152,6 +150,30 @@ impl Attempt {
                 }
             }
         }
+    }
+
+    /// SPEC §3 step 10 for a module: `values` are the merged values (SPEC §27).
+    pub(super) fn module_render(
+        &mut self,
+        values: Option<serde_json::Value>,
+        credentials: Option<String>,
+    ) {
+        let SourceSpec::Module { module, .. } = &self.ctx.spec else {
+            return;
+        };
+        let (path, version) = (module.path.clone(), module.version.clone());
+        self.ctx.step = "render";
+        self.phase = Phase::Rendering;
+        self.out.push(Effect::Render {
+            request: RenderRequest::Module {
+                path,
+                version,
+                values,
+                release_name: self.ctx.key.name.clone(),
+                release_namespace: self.ctx.key.namespace.clone(),
+                credentials,
+            },
+        });
     }
 
     pub(super) fn on_source(&mut self, result: Result<SourceArtifact, SourceError>) {
@@ -268,6 +290,7 @@ impl Attempt {
         self.ctx.desired = objects;
         self.ctx.step = "impersonation";
         match self.ctx.service_account.clone() {
+            Some(_) if self.ctx.sa_checked => self.drift_step(),
             Some(sa) => {
                 self.phase = Phase::CheckingServiceAccount;
                 self.out.push(Effect::CheckServiceAccount {

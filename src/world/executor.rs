@@ -356,6 +356,43 @@ impl World {
                 };
                 InputKind::StatusPatched { result }
             }
+            // The simulated world keeps no ConfigMap or Secret data for values: each
+            // reference it may read is reported missing (its RBAC and faults still apply).
+            Effect::ReadValues {
+                namespace,
+                refs,
+                credentials,
+                identity,
+            } => {
+                let read = |kind: &str, name: &str| {
+                    let id = ResourceId {
+                        group: String::new(),
+                        kind: kind.to_string(),
+                        namespace: namespace.clone(),
+                        name: name.to_string(),
+                        version: "v1".to_string(),
+                    };
+                    match &api_err {
+                        Some(e) => Err(e.clone()),
+                        None => self.authorize(identity.as_ref(), Verb::Get, &id),
+                    }
+                };
+                let values = refs
+                    .iter()
+                    .map(|r| {
+                        read(r.kind.as_str(), &r.name)
+                            .map(|()| crate::values_from::ValuesContent::ObjectMissing)
+                    })
+                    .collect();
+                let credentials = credentials.as_ref().map(|name| {
+                    read("Secret", name)
+                        .map(|()| crate::values_from::CredentialsContent::ObjectMissing)
+                });
+                InputKind::ValuesRead {
+                    values,
+                    credentials,
+                }
+            }
             // Answered before `perform` is called.
             Effect::AssessHealth { targets, identity } => {
                 self.read_health(targets, identity.as_ref(), api_err)
@@ -451,6 +488,7 @@ impl World {
                 values,
                 release_name,
                 release_namespace,
+                ..
             } => self.catalog.render_module(
                 path,
                 version,

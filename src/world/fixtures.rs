@@ -23,8 +23,10 @@ pub fn module_release(namespace: &str, name: &str, path: &str, version: &str) ->
             module: ModuleRef {
                 path: path.to_string(),
                 version: version.to_string(),
+                secret_ref: None,
             },
             values: None,
+            values_from: Vec::new(),
             common: ReleaseCommon::default(),
         },
         status: None,

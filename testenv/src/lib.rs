@@ -21,6 +21,7 @@
 
 pub mod archive;
 pub mod artifacts;
+pub mod auth_registry;
 mod crds;
 pub mod cue;
 mod env;

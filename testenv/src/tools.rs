@@ -120,3 +120,15 @@ pub fn examples_dir() -> PathBuf {
         .join("..")
         .join("examples")
 }
+
+/// Pinned `github.com/distribution/distribution/v3` version; must match `tools/install`.
+pub const REGISTRY_VERSION: &str = "v3.1.2";
+
+/// The distribution registry (`OPM_REGISTRY_BIN`), an OCI registry with htpasswd auth.
+pub fn registry_bin() -> Result<PathBuf> {
+    locate(
+        "registry",
+        "OPM_REGISTRY_BIN",
+        cache_root().join(format!("registry-{REGISTRY_VERSION}/bin/registry")),
+    )
+}

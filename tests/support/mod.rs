@@ -46,8 +46,10 @@ pub fn module_release() -> ModuleRelease {
             module: ModuleRef {
                 path: "example.com/modules/web@v0".into(),
                 version: "v0.2.1".into(),
+                secret_ref: None,
             },
             values: Some(json!({"replicas": 2})),
+            values_from: Vec::new(),
             common: Default::default(),
         },
         status: None,
@@ -118,6 +120,10 @@ pub struct Canned {
     pub latency: Duration,
     /// Extra time taken by one effect kind.
     pub slow: Option<(EffectKind, Duration)>,
+    /// `valuesFrom` contents by object name; default: the object is missing.
+    pub values: BTreeMap<String, Result<opm_core::values_from::ValuesContent, ApiError>>,
+    /// The `module.secretRef` read.
+    pub credentials: Result<opm_core::values_from::CredentialsContent, ApiError>,
     /// Health reads by `Kind/name` or object name; default: the object as its controller reports it once
     /// rolled out ([`rolled_out`]).
     pub health: BTreeMap<String, Result<Option<Value>, ApiError>>,
@@ -182,6 +188,10 @@ impl Default for Canned {
             slow: None,
             health: BTreeMap::new(),
             pods: BTreeMap::new(),
+            values: BTreeMap::new(),
+            credentials: Ok(opm_core::values_from::CredentialsContent::Found {
+                digest: opm_core::digest::sha256(b"{}"),
+            }),
         }
     }
 }
@@ -298,6 +308,19 @@ impl Canned {
                         },
                     })
                     .collect(),
+            Effect::ReadValues {
+                refs, credentials, ..
+            } => InputKind::ValuesRead {
+                values: refs
+                    .iter()
+                    .map(|r| {
+                        self.values
+                            .get(&r.name)
+                            .cloned()
+                            .unwrap_or(Ok(opm_core::values_from::ValuesContent::ObjectMissing))
+                    })
+                    .collect(),
+                credentials: credentials.as_ref().map(|_| self.credentials.clone()),
             },
             other => panic!("not awaited: {other:?}"),
         }

@@ -12,6 +12,7 @@ mod identity;
 mod leader;
 mod lifecycle;
 mod metrics;
+mod private_registry;
 mod process;
 mod rbac;
 mod redteam_fairness;
@@ -22,3 +23,4 @@ mod redteam_tenancy;
 mod security;
 #[path = "../support/mod.rs"]
 mod support;
+mod values;

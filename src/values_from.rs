@@ -1,0 +1,286 @@
+//! Values from ConfigMaps and Secrets (SPEC §27): what was read, merged in order at each
+//! entry's `targetPath` or the root, then `spec.values` on top. Pure: the interpreter reads
+//! the objects (under the release's effective identity) and hands over what it found, with
+//! every string that came from a Secret already replaced by its `sha256:` digest (SPEC §23),
+//! so nothing here, and nothing downstream in the core, ever holds a secret string.
+//!
+//! The merge is Helm's: mappings merge key by key, recursively; anything else (a scalar, a
+//! list) is replaced by the later value. With `targetPath` the key's content is one string
+//! set at that path (helm-controller's "single flat value"), so a password with YAML
+//! meaning in it (`: `, a leading `*`, `yes`) arrives as written; without it the content is
+//! a YAML or JSON mapping merged at the root.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::api::values_from::{ValuesKind, ValuesReference};
+use crate::effect::Impersonation;
+use crate::input::ApiError;
+use crate::outcome::{Failure, reasons};
+
+/// Longest `targetPath` accepted (the CRD refuses longer too).
+pub const MAX_TARGET_PATH: usize = 250;
+/// Deepest `targetPath` accepted, in segments.
+pub const MAX_TARGET_DEPTH: usize = 32;
+
+/// What the interpreter found for one `valuesFrom` entry.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum ValuesContent {
+    /// The key's content: with `targetPath` a string (the raw text), else the parsed
+    /// document. Strings from a Secret are `sha256:<hex>` digests.
+    Found { value: Value },
+    /// The object does not exist.
+    ObjectMissing,
+    /// The object exists without the key.
+    KeyMissing,
+    /// The content is not valid YAML/JSON (or not UTF-8). `message` never quotes content:
+    /// it is a position at most.
+    Unparsable { message: String },
+}
+
+/// What the interpreter found for `module.secretRef` (SPEC §27).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum CredentialsContent {
+    /// A usable `kubernetes.io/dockerconfigjson` Secret; `digest` is `sha256:` of its
+    /// `.dockerconfigjson` bytes, the key under which the interpreter keeps them.
+    Found {
+        digest: String,
+    },
+    ObjectMissing,
+    /// Not of type `kubernetes.io/dockerconfigjson`, no `.dockerconfigjson` key, or not JSON.
+    Invalid {
+        message: String,
+    },
+}
+
+/// A `targetPath` split into its keys: `.` separates, `\.` is a dot inside a key and `\\`
+/// a backslash. Empty segments, a trailing lone `\` and over-long paths are refused.
+pub fn parse_target_path(path: &str) -> Result<Vec<String>, String> {
+    if path.len() > MAX_TARGET_PATH {
+        return Err(format!(
+            "targetPath is {} characters; the cap is {MAX_TARGET_PATH}",
+            path.len()
+        ));
+    }
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = path.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e @ ('.' | '\\')) => cur.push(e),
+                Some(other) => {
+                    cur.push('\\');
+                    cur.push(other);
+                }
+                None => return Err(format!("targetPath {path:?} ends in a lone backslash")),
+            },
+            '.' => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    if out.iter().any(String::is_empty) {
+        return Err(format!("targetPath {path:?} has an empty key"));
+    }
+    if out.len() > MAX_TARGET_DEPTH {
+        return Err(format!(
+            "targetPath {path:?} has {} keys; the cap is {MAX_TARGET_DEPTH}",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// Merges `overlay` into `base`: mappings key by key (recursively), anything else replaced.
+pub fn merge(base: &mut Value, overlay: Value) {
+    match (base, overlay) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(existing) => merge(existing, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+/// Merges `value` into `root` at `path`, creating mappings on the way and replacing a
+/// non-mapping that stands where a mapping is needed.
+pub fn merge_at(root: &mut Value, path: &[String], value: Value) {
+    let mut cur = root;
+    for key in path {
+        if !cur.is_object() {
+            *cur = Value::Object(Map::new());
+        }
+        let Value::Object(map) = cur else {
+            unreachable!("made an object just above")
+        };
+        cur = map.entry(key.clone()).or_insert(Value::Null);
+    }
+    if cur.is_null() {
+        *cur = value;
+    } else {
+        merge(cur, value);
+    }
+}
+
+/// `Secret demo/db` for messages.
+pub fn describe(r: &ValuesReference, namespace: &str) -> String {
+    format!("{} {namespace}/{}", r.kind.as_str(), r.name)
+}
+
+/// The merged values: each found entry in order, then `values`. `None` when nothing
+/// contributed (no entry found and no `values`), so a release whose optional references are
+/// all absent has the config digest of one without them.
+pub fn compose(
+    namespace: &str,
+    refs: &[ValuesReference],
+    read: &[Result<ValuesContent, ApiError>],
+    values: Option<&Value>,
+    identity: Option<&Impersonation>,
+) -> Result<Option<Value>, Failure> {
+    if read.len() != refs.len() {
+        return Err(Failure::transient(
+            reasons::VALUES_NOT_FOUND,
+            format!(
+                "read {} of {} valuesFrom references",
+                read.len(),
+                refs.len()
+            ),
+        ));
+    }
+    let mut merged: Option<Value> = None;
+    for (r, got) in refs.iter().zip(read) {
+        let what = describe(r, namespace);
+        let key = r.key();
+        let content = match got {
+            Ok(c) => c,
+            Err(ApiError::Forbidden { message }) => {
+                let who = identity.map_or("the operator", |i| i.user.as_str());
+                return Err(Failure::stalled(
+                    reasons::IMPERSONATION_FAILED,
+                    format!("reading {what} (valuesFrom) forbidden as {who}: {message}"),
+                ));
+            }
+            Err(e) => {
+                return Err(Failure::transient(
+                    reasons::VALUES_NOT_FOUND,
+                    format!("reading {what} (valuesFrom) failed: {e}"),
+                ));
+            }
+        };
+        let value = match content {
+            ValuesContent::Found { value } => value.clone(),
+            ValuesContent::ObjectMissing | ValuesContent::KeyMissing if r.optional => continue,
+            ValuesContent::ObjectMissing => {
+                return Err(Failure::stalled(
+                    reasons::VALUES_NOT_FOUND,
+                    format!("valuesFrom {what} not found (key {key:?})"),
+                ));
+            }
+            ValuesContent::KeyMissing => {
+                return Err(Failure::stalled(
+                    reasons::VALUES_NOT_FOUND,
+                    format!("valuesFrom {what} has no key {key:?}"),
+                ));
+            }
+            ValuesContent::Unparsable { message } => {
+                return Err(Failure::stalled(
+                    reasons::RENDER_FAILED,
+                    format!("valuesFrom {what} key {key:?} is not valid YAML or JSON: {message}"),
+                ));
+            }
+        };
+        let slot = merged.get_or_insert_with(|| Value::Object(Map::new()));
+        match r.target_path.as_deref().filter(|p| !p.is_empty()) {
+            Some(p) => {
+                let path = parse_target_path(p).map_err(|m| {
+                    Failure::stalled(reasons::RENDER_FAILED, format!("valuesFrom {what}: {m}"))
+                })?;
+                merge_at(slot, &path, value);
+            }
+            None => {
+                if !value.is_object() && !value.is_null() {
+                    return Err(Failure::stalled(
+                        reasons::RENDER_FAILED,
+                        format!(
+                            "valuesFrom {what} key {key:?} is not a mapping; set targetPath to use it as one value"
+                        ),
+                    ));
+                }
+                if value.is_object() {
+                    merge(slot, value);
+                }
+            }
+        }
+    }
+    match (merged, values) {
+        (None, v) => Ok(v.cloned()),
+        (Some(m), None | Some(Value::Null)) => Ok(Some(m)),
+        (Some(mut m), Some(v)) => {
+            merge(&mut m, v.clone());
+            Ok(Some(m))
+        }
+    }
+}
+
+/// The `ResolutionFailed`/`ImpersonationFailed` exit for a `module.secretRef` read, or the
+/// digest of usable credentials.
+pub fn credentials(
+    namespace: &str,
+    name: &str,
+    read: &Result<CredentialsContent, ApiError>,
+    identity: Option<&Impersonation>,
+) -> Result<String, Failure> {
+    let what = format!("Secret {namespace}/{name} (module.secretRef)");
+    match read {
+        Ok(CredentialsContent::Found { digest }) => Ok(digest.clone()),
+        Ok(CredentialsContent::ObjectMissing) => Err(Failure::stalled(
+            reasons::RESOLUTION_FAILED,
+            format!("{what} not found"),
+        )),
+        Ok(CredentialsContent::Invalid { message }) => Err(Failure::stalled(
+            reasons::RESOLUTION_FAILED,
+            format!("{what}: {message}"),
+        )),
+        Err(ApiError::Forbidden { message }) => {
+            let who = identity.map_or("the operator", |i| i.user.as_str());
+            Err(Failure::stalled(
+                reasons::IMPERSONATION_FAILED,
+                format!("reading {what} forbidden as {who}: {message}"),
+            ))
+        }
+        Err(e) => Err(Failure::transient(
+            reasons::RESOLUTION_FAILED,
+            format!("reading {what} failed: {e}"),
+        )),
+    }
+}
+
+/// Does a ModuleRelease read anything before its render?
+pub fn reads_objects(refs: &[ValuesReference], secret_ref: Option<&str>) -> bool {
+    !refs.is_empty() || secret_ref.is_some_and(|s| !s.is_empty())
+}
+
+/// Kind of the objects a release's references name, for the watch index.
+pub fn referenced(refs: &[ValuesReference]) -> impl Iterator<Item = (ValuesKind, &str)> {
+    refs.iter().map(|r| (r.kind, r.name.as_str()))
+}
+
+#[cfg(test)]
+mod tests;
