@@ -156,7 +156,7 @@ pub enum EffectKind {
 impl EffectKind {
     /// Every kind the machine waits on (all but events, metrics and `Done`): the kinds a
     /// fault schedule can fail, so the fault bench checks it reached each of them.
-    pub const AWAITED: [EffectKind; 14] = [
+    pub const AWAITED: [EffectKind; 15] = [
         EffectKind::AddFinalizer,
         EffectKind::RemoveFinalizer,
         EffectKind::CheckDependencies,

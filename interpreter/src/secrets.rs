@@ -260,7 +260,11 @@ impl SecretTable {
             | E::Timeout { message }
             | E::RegistryUnreachable { message }
             | E::Io { message } => *message = self.scrub(message),
-            E::UnsupportedKind { .. } | E::TooLarge { .. } | E::OutOfMemory { .. } => {}
+            // A re-download's error names the artifact URL and HTTP facts, never a value.
+            E::UnsupportedKind { .. }
+            | E::TooLarge { .. }
+            | E::OutOfMemory { .. }
+            | E::Refetch { .. } => {}
         }
         e
     }

@@ -308,6 +308,7 @@ impl Canned {
                         },
                     })
                     .collect(),
+            },
             Effect::ReadValues {
                 refs, credentials, ..
             } => InputKind::ValuesRead {
