@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 pub mod common;
 pub use common::{
-    DependencyRef, DriftDetection, DriftMode, InventoryEntry, ModuleRef, ReleaseCommon, Rollout,
-    SourceRef,
+    DeletionPolicy, DependencyRef, DriftDetection, DriftMode, IgnoreRule, IgnoreTarget,
+    InventoryEntry, ModuleRef, ReleaseCommon, Rollout, SourceRef,
 };
 
 /// A release of a CUE module pulled from an OCI registry by path and version.

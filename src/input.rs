@@ -90,6 +90,13 @@ pub enum InputKind {
     Pruned { results: Vec<ObjectResult> },
     /// Answer to `PatchStatus`.
     StatusPatched { result: Result<(), ApiError> },
+    /// Answer to `AwaitTermination`: the objects still there (same UID) when the wait
+    /// ended; empty when every one is gone. `error` is set when the watch itself failed.
+    TerminationAwaited {
+        remaining: Vec<ResourceId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ApiError>,
+    },
 }
 
 impl InputKind {
@@ -110,6 +117,7 @@ impl InputKind {
             InputKind::StaleInspected { .. } => "staleInspected",
             InputKind::Pruned { .. } => "pruned",
             InputKind::StatusPatched { .. } => "statusPatched",
+            InputKind::TerminationAwaited { .. } => "terminationAwaited",
         }
     }
 }
@@ -333,6 +341,23 @@ pub struct DriftReport {
     pub drifted: Vec<ResourceId>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<ObjectResult>,
+    /// Per drifted object, what drifted: the fields (and who changed them), or that the
+    /// object is missing. An object in `drifted` without details is named alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<ObjectDrift>,
+}
+
+/// What drifted in one object (SPEC §20).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectDrift {
+    pub id: ResourceId,
+    /// The live object is gone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
+    /// Drifted fields outside the ignored ones (at most `fields::MAX_FIELDS`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<crate::fields::FieldDrift>,
 }
 
 /// What apply did to one object.
@@ -343,6 +368,9 @@ pub enum ApplyAction {
     Updated,
     /// A dry-run showed no change; nothing written.
     Unchanged,
+    /// Deleted and created anew after an immutable-field refusal
+    /// (`releases.opmodel.dev/force: enabled`, SPEC §28).
+    Recreated,
 }
 
 /// One object's apply result.

@@ -44,7 +44,9 @@ pub struct Attempt {
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
     AddingFinalizer,
-    CheckingDependencies { refs: Vec<ReleaseKey> },
+    CheckingDependencies {
+        refs: Vec<ReleaseKey>,
+    },
     ResolvingSource,
     FetchingArtifact,
     Rendering,
@@ -54,9 +56,13 @@ enum Phase {
     Applying,
     InspectingStale,
     Pruning,
-    PatchingStatus { after: After },
+    PatchingStatus {
+        after: After,
+    },
     RemovingFinalizer,
     Finished,
+    /// `deletionPolicy: WaitForTermination`: the deleted objects must be gone first.
+    AwaitingTermination,
 }
 
 /// What follows a successful status patch.
@@ -92,15 +98,20 @@ impl Phase {
             Phase::Pruning => "pruned",
             Phase::PatchingStatus { .. } => "statusPatched",
             Phase::RemovingFinalizer => "finalizerRemoved",
+            Phase::AwaitingTermination => "terminationAwaited",
             Phase::Finished => return None,
         })
     }
 
-    /// Finishing phases are never cut short by the deadline.
+    /// Finishing phases are never cut short by the deadline. Nor is the termination wait:
+    /// it is bounded by the deadline itself and its answer names what is left (SPEC §12).
     fn can_time_out(&self) -> bool {
         !matches!(
             self,
-            Phase::PatchingStatus { .. } | Phase::RemovingFinalizer | Phase::Finished
+            Phase::PatchingStatus { .. }
+                | Phase::RemovingFinalizer
+                | Phase::Finished
+                | Phase::AwaitingTermination
         )
     }
 }
@@ -210,6 +221,9 @@ impl Attempt {
             }
             (Phase::RemovingFinalizer, I::FinalizerRemoved { result }) => {
                 self.on_finalizer_removed(result)
+            }
+            (Phase::AwaitingTermination, I::TerminationAwaited { remaining, error }) => {
+                self.on_terminated(remaining, error)
             }
             // `step` matched the input name against the phase, so this arm is never taken;
             // restoring the phase keeps the machine usable if that check ever changes.

@@ -67,6 +67,8 @@ pub mod reasons {
     pub const STATUS_PATCH_FAILED: &str = "StatusPatchFailed";
     pub const DELETED: &str = "Deleted";
     pub const GONE: &str = "Gone";
+    /// An object deleted and created anew (`releases.opmodel.dev/force: enabled`, SPEC §28).
+    pub const RECREATED: &str = "Recreated";
 }
 
 /// The event action for a reason (SPEC §4's third column; the rest by the step they belong to).
@@ -78,7 +80,7 @@ pub fn action_for(reason: &str) -> &'static str {
         FETCH_FAILED | INVALID_ARTIFACT => "Fetch",
         PATH_NOT_FOUND | RELEASE_FILE_NOT_FOUND | UNSUPPORTED_KIND => "Load",
         RESOLUTION_FAILED | RENDER_FAILED => "Render",
-        IMPERSONATION_FAILED | APPLY_FAILED | APPLIED | OWNERSHIP_CONFLICT => "Apply",
+        IMPERSONATION_FAILED | APPLY_FAILED | APPLIED | OWNERSHIP_CONFLICT | RECREATED => "Apply",
         PRUNE_FAILED | PRUNED | PRUNE_SKIPPED => "Prune",
         DRIFT_DETECTED => "DriftCheck",
         DELETION_SA_MISSING | ORPHANED_ON_DELETION | DELETED => "Delete",

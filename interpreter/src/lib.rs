@@ -26,6 +26,7 @@ pub mod size_flag;
 pub mod admission;
 pub mod api_error;
 pub mod apply;
+pub mod apply_policy;
 pub mod controller;
 pub mod crds;
 pub mod deps;
@@ -53,6 +54,7 @@ pub mod secrets;
 pub mod service_account;
 pub mod source;
 pub mod status;
+pub mod termination;
 pub mod trace_sink;
 
 pub use fetch::FailureClass;

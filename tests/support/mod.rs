@@ -118,6 +118,8 @@ pub struct Canned {
     pub latency: Duration,
     /// Extra time taken by one effect kind.
     pub slow: Option<(EffectKind, Duration)>,
+    /// Deleted objects (by name) still there when a termination wait ends.
+    pub still_terminating: Vec<String>,
 }
 
 pub fn ours(uuid: &str) -> BTreeMap<String, String> {
@@ -160,6 +162,7 @@ impl Default for Canned {
             patch: Ok(()),
             latency: Duration::from_secs(1),
             slow: None,
+            still_terminating: Vec::new(),
         }
     }
 }
@@ -257,6 +260,14 @@ impl Canned {
             },
             Effect::PatchStatus { .. } => InputKind::StatusPatched {
                 result: self.patch.clone(),
+            },
+            Effect::AwaitTermination { targets, .. } => InputKind::TerminationAwaited {
+                remaining: targets
+                    .iter()
+                    .filter(|d| self.still_terminating.contains(&d.id.name))
+                    .map(|d| d.id.clone())
+                    .collect(),
+                error: None,
             },
             other => panic!("not awaited: {other:?}"),
         }

@@ -63,7 +63,7 @@ pub enum Ev {
 }
 
 /// What a fault can hit: every effect the machine waits on.
-const FAULT_KINDS: [EffectKind; 13] = EffectKind::AWAITED;
+const FAULT_KINDS: [EffectKind; 14] = EffectKind::AWAITED;
 
 pub fn ev(faults_only: bool) -> BoxedStrategy<Ev> {
     let r = 0usize..4;
