@@ -70,8 +70,8 @@ impl Attempt {
         ));
     }
 
-    /// Everything owned is deleted: with `WaitForTermination`, wait until it is gone
-    /// (finalizers and foreground deletion included) before letting the release go.
+    /// Everything owned is deleted: with `WaitForTermination`, wait until it is gone (held
+    /// by its own finalizers as long as they last) before letting the release go.
     pub(super) fn deletion_done(&mut self) {
         let waiting: Vec<_> = self
             .ctx
