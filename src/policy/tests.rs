@@ -206,3 +206,54 @@ fn merge_never_takes_a_field_another_manager_owns() {
     same["spec"]["replicas"] = json!(7);
     assert_eq!(prepare(&same, Some(&live), &policy, "opm-controller"), same);
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn small() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            (0i64..4).prop_map(|n| json!(n)),
+            "[ab]".prop_map(Value::String)
+        ];
+        leaf.prop_recursive(3, 16, 3, |inner| {
+            prop::collection::btree_map("[a-c]", inner, 0..3)
+                .prop_map(|m| Value::Object(m.into_iter().collect()))
+        })
+    }
+
+    proptest! {
+        /// An ignored path never changes hands: after `prepare`, what would be applied
+        /// there is the live value (we are its only manager), or nothing at all (another
+        /// manager owns it); every other path is applied as rendered.
+        #[test]
+        fn ignored_paths_keep_the_live_state_and_nothing_else_changes(
+            desired in small(), live_spec in small(), key in "[a-c]", other in any::<bool>(),
+        ) {
+            // Rendered and live objects share one schema: `spec` is an object on both.
+            prop_assume!(desired.is_object() && live_spec.is_object());
+            let pointer = format!("/spec/{key}");
+            let owner = if other { "hpa" } else { "opm-controller" };
+            let live = json!({
+                "metadata": {"managedFields": [{"manager": owner, "operation": "Update",
+                    "fieldsV1": {"f:spec": {format!("f:{key}"): {}}}}]},
+                "spec": live_spec,
+            });
+            let manifest = json!({"spec": desired});
+            let policy = ObjectPolicy { ignore: vec![pointer.clone()], ..Default::default() };
+            let out = prepare(&manifest, Some(&live), &policy, "opm-controller");
+            let segs = fields::parse_pointer(&pointer);
+            let live_has = fields::get(&live, &segs).is_some();
+            if other && live_has {
+                prop_assert!(fields::get(&out, &segs).is_none());
+            } else {
+                prop_assert_eq!(fields::get(&out, &segs), fields::get(&live, &segs));
+            }
+            let mut a = out.clone();
+            let mut b = manifest.clone();
+            fields::remove(&mut a, &segs);
+            fields::remove(&mut b, &segs);
+            prop_assert_eq!(a, b);
+        }
+    }
+}
