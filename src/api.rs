@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 pub mod common;
 pub mod values_from;
 pub use common::{
-    DependencyRef, DriftDetection, DriftMode, HealthCheckExpr, HealthCheckRef, InventoryEntry,
-    ModuleRef, ReleaseCommon, Rollout, SourceRef,
+    DeletionPolicy, DependencyRef, DriftDetection, DriftMode, HealthCheckExpr, HealthCheckRef,
+    IgnoreRule, IgnoreTarget, InventoryEntry, ModuleRef, ReleaseCommon, Rollout, SourceRef,
 };
 
 /// A release of a CUE module pulled from an OCI registry by path and version.

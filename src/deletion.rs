@@ -5,6 +5,7 @@
 //! | absent  | add it, continue | done (not ours) |
 //! | present | reconcile | deletion path |
 
+use crate::api::DeletionPolicy;
 use crate::config::AllowOperatorIdentity;
 use crate::constants::ORPHAN_ANNOTATION;
 
@@ -36,6 +37,44 @@ pub fn plan(
         Plan::ServiceAccountMissing
     } else {
         Plan::Prune
+    }
+}
+
+/// Whether deleting the release deletes its objects under `spec.deletionPolicy` (SPEC §12):
+/// `MirrorPrune` (the default) follows `prune`, `Delete` and `WaitForTermination` always
+/// delete, `Orphan` never does.
+pub fn deletes(policy: Option<DeletionPolicy>, prune: bool) -> bool {
+    match policy.unwrap_or_default() {
+        DeletionPolicy::MirrorPrune => prune,
+        DeletionPolicy::Delete | DeletionPolicy::WaitForTermination => true,
+        DeletionPolicy::Orphan => false,
+    }
+}
+
+/// `PruneFailed` message of a `WaitForTermination` deletion whose objects are not all gone
+/// within the release's `timeout` (or whose watch failed).
+pub fn termination_message(
+    remaining: &[crate::object::ResourceId],
+    error: Option<&crate::input::ApiError>,
+    timeout: std::time::Duration,
+) -> String {
+    let names: Vec<String> = remaining.iter().take(10).map(|r| r.display()).collect();
+    let more = if remaining.len() > 10 { ", …" } else { "" };
+    match error {
+        Some(e) if remaining.is_empty() => {
+            format!("waiting for deleted resources to terminate failed: {e}")
+        }
+        Some(e) => format!(
+            "{} deleted resource(s) not yet terminated ({}{more}); watching failed: {e}",
+            remaining.len(),
+            names.join(", ")
+        ),
+        None => format!(
+            "{} deleted resource(s) still terminating after the timeout of {} (deletionPolicy: WaitForTermination): {}{more}; remove what holds them (finalizers) or raise spec.timeout",
+            remaining.len(),
+            crate::duration::format(timeout),
+            names.join(", ")
+        ),
     }
 }
 
@@ -97,6 +136,18 @@ mod tests {
         assert_eq!(plan(true, 3, None, Off), Plan::ServiceAccountMissing);
         assert_eq!(plan(true, 3, None, On), Plan::Prune);
         assert_eq!(plan(true, 3, None, Cluster), Plan::Prune);
+    }
+
+    #[test]
+    fn deletion_policy_decides_whether_objects_are_deleted() {
+        use DeletionPolicy::*;
+        for prune in [false, true] {
+            assert_eq!(deletes(None, prune), prune, "MirrorPrune is the default");
+            assert_eq!(deletes(Some(MirrorPrune), prune), prune);
+            assert!(deletes(Some(Delete), prune));
+            assert!(deletes(Some(WaitForTermination), prune));
+            assert!(!deletes(Some(Orphan), prune));
+        }
     }
 
     #[test]

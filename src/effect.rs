@@ -85,6 +85,16 @@ pub enum Effect {
         patch: Value,
         status: Box<ReleaseStatus>,
     },
+    /// Wait, on watch events (no polling), until each deleted object is gone: absent, or
+    /// present with another UID (a successor). Bounded by the attempt's deadline; at the
+    /// bound, report what is left. Awaited: `TerminationAwaited` (SPEC §12
+    /// `WaitForTermination`).
+    AwaitTermination {
+        targets: Vec<Deletion>,
+        identity: Option<Impersonation>,
+        /// The attempt's deadline: stop waiting shortly before it and report what is left.
+        until: jiff::Timestamp,
+    },
     /// Fire and forget: an events.k8s.io/v1 event regarding the release.
     EmitEvent { event: Event },
     /// Fire and forget: a metric sample for the release's series.
@@ -151,12 +161,13 @@ pub enum EffectKind {
     Done,
     AssessHealth,
     ReadValues,
+    AwaitTermination,
 }
 
 impl EffectKind {
     /// Every kind the machine waits on (all but events, metrics and `Done`): the kinds a
     /// fault schedule can fail, so the fault bench checks it reached each of them.
-    pub const AWAITED: [EffectKind; 15] = [
+    pub const AWAITED: [EffectKind; 16] = [
         EffectKind::AddFinalizer,
         EffectKind::RemoveFinalizer,
         EffectKind::CheckDependencies,
@@ -172,6 +183,7 @@ impl EffectKind {
         EffectKind::PatchStatus,
         EffectKind::AssessHealth,
         EffectKind::ReadValues,
+        EffectKind::AwaitTermination,
     ];
 }
 
@@ -191,6 +203,7 @@ impl Effect {
             Effect::InspectStale { .. } => EffectKind::InspectStale,
             Effect::Prune { .. } => EffectKind::Prune,
             Effect::PatchStatus { .. } => EffectKind::PatchStatus,
+            Effect::AwaitTermination { .. } => EffectKind::AwaitTermination,
             Effect::EmitEvent { .. } => EffectKind::EmitEvent,
             Effect::RecordMetric { .. } => EffectKind::RecordMetric,
             Effect::Done { .. } => EffectKind::Done,
@@ -217,6 +230,7 @@ impl Effect {
             Effect::PatchStatus { .. } => "statusPatched",
             Effect::AssessHealth { .. } => "healthRead",
             Effect::ReadValues { .. } => "valuesRead",
+            Effect::AwaitTermination { .. } => "terminationAwaited",
             Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
                 return None;
             }

@@ -90,6 +90,13 @@ pub enum InputKind {
     Pruned { results: Vec<ObjectResult> },
     /// Answer to `PatchStatus`.
     StatusPatched { result: Result<(), ApiError> },
+    /// Answer to `AwaitTermination`: the objects still there (same UID) when the wait
+    /// ended; empty when every one is gone. `error` is set when the watch itself failed.
+    TerminationAwaited {
+        remaining: Vec<ResourceId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ApiError>,
+    },
     /// Answer to `ReadValues`: one result per reference, in order, and the credentials.
     ValuesRead {
         values: Vec<Result<crate::values_from::ValuesContent, ApiError>>,
@@ -131,6 +138,7 @@ impl InputKind {
             InputKind::StatusPatched { .. } => "statusPatched",
             InputKind::HealthRead { .. } => "healthRead",
             InputKind::ValuesRead { .. } => "valuesRead",
+            InputKind::TerminationAwaited { .. } => "terminationAwaited",
         }
     }
 }
@@ -359,6 +367,23 @@ pub struct DriftReport {
     pub drifted: Vec<ResourceId>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<ObjectResult>,
+    /// Per drifted object, what drifted: the fields (and who changed them), or that the
+    /// object is missing. An object in `drifted` without details is named alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<ObjectDrift>,
+}
+
+/// What drifted in one object (SPEC §20).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectDrift {
+    pub id: ResourceId,
+    /// The live object is gone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
+    /// Drifted fields outside the ignored ones (at most `fields::MAX_FIELDS`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<crate::fields::FieldDrift>,
 }
 
 /// What apply did to one object.
@@ -369,6 +394,9 @@ pub enum ApplyAction {
     Updated,
     /// A dry-run showed no change; nothing written.
     Unchanged,
+    /// Deleted and created anew after an immutable-field refusal
+    /// (`releases.opmodel.dev/force: enabled`, SPEC §28).
+    Recreated,
 }
 
 /// One object's apply result.

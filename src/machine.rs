@@ -72,6 +72,8 @@ enum Phase {
     /// The ServiceAccount check that precedes reading `valuesFrom` (SPEC §27).
     CheckingServiceAccountForValues,
     ReadingValues,
+    /// `deletionPolicy: WaitForTermination`: the deleted objects must be gone first.
+    AwaitingTermination,
 }
 
 /// What follows a successful status patch.
@@ -108,17 +110,22 @@ impl Phase {
             Phase::PatchingStatus { .. } => "statusPatched",
             Phase::RemovingFinalizer => "finalizerRemoved",
             Phase::AssessingHealth { .. } => "healthRead",
+            Phase::AwaitingTermination => "terminationAwaited",
             Phase::Finished => return None,
             Phase::CheckingServiceAccountForValues => "serviceAccountChecked",
             Phase::ReadingValues => "valuesRead",
         })
     }
 
-    /// Finishing phases are never cut short by the deadline.
+    /// Finishing phases are never cut short by the deadline. Nor is the termination wait:
+    /// it is bounded by the deadline itself and its answer names what is left (SPEC §12).
     fn can_time_out(&self) -> bool {
         !matches!(
             self,
-            Phase::PatchingStatus { .. } | Phase::RemovingFinalizer | Phase::Finished
+            Phase::PatchingStatus { .. }
+                | Phase::RemovingFinalizer
+                | Phase::Finished
+                | Phase::AwaitingTermination
         )
     }
 }
@@ -242,6 +249,9 @@ impl Attempt {
                     credentials,
                 },
             ) => self.on_values(values, credentials),
+            (Phase::AwaitingTermination, I::TerminationAwaited { remaining, error }) => {
+                self.on_terminated(remaining, error)
+            }
             // `step` matched the input name against the phase, so this arm is never taken;
             // restoring the phase keeps the machine usable if that check ever changes.
             (phase, _) => self.phase = phase,

@@ -72,6 +72,12 @@ pub struct DesiredObject {
     pub id: ResourceId,
     pub component: String,
     pub manifest: Value,
+    /// Per-object policies the core read from the render and the ignore rules (SPEC §28).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::policy::ObjectPolicy::is_default"
+    )]
+    pub policy: crate::policy::ObjectPolicy,
 }
 
 impl DesiredObject {

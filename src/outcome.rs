@@ -75,6 +75,8 @@ pub mod reasons {
     pub const HEALTH_SUCCEEDED: &str = "Succeeded";
     /// A `valuesFrom` object or key is missing and not `optional` (SPEC §4, §27).
     pub const VALUES_NOT_FOUND: &str = "ValuesNotFound";
+    /// An object deleted and created anew (`releases.opmodel.dev/force: enabled`, SPEC §28).
+    pub const RECREATED: &str = "Recreated";
 }
 
 /// The event action for a reason (SPEC §4's third column; the rest by the step they belong to).
@@ -86,7 +88,7 @@ pub fn action_for(reason: &str) -> &'static str {
         FETCH_FAILED | INVALID_ARTIFACT => "Fetch",
         PATH_NOT_FOUND | RELEASE_FILE_NOT_FOUND | UNSUPPORTED_KIND => "Load",
         RESOLUTION_FAILED | RENDER_FAILED | VALUES_NOT_FOUND => "Render",
-        IMPERSONATION_FAILED | APPLY_FAILED | APPLIED | OWNERSHIP_CONFLICT => "Apply",
+        IMPERSONATION_FAILED | APPLY_FAILED | APPLIED | OWNERSHIP_CONFLICT | RECREATED => "Apply",
         PRUNE_FAILED | PRUNED | PRUNE_SKIPPED => "Prune",
         DRIFT_DETECTED => "DriftCheck",
         HEALTH_CHECK_FAILED => "Health",

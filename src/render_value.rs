@@ -294,6 +294,7 @@ fn build_one(
         },
         component: component.to_string(),
         manifest: Value::Object(manifest),
+        policy: Default::default(),
     })
 }
 

@@ -408,6 +408,7 @@ fn drift_correct_reapplies_and_warn_reports() {
         drift: DriftReport {
             drifted: vec![drifted],
             errors: vec![],
+            details: Vec::new(),
         },
         ..Default::default()
     };
@@ -439,6 +440,7 @@ fn drift_correct_reapplies_and_warn_reports() {
 
     mr.spec.common.drift_detection = Some(DriftDetection {
         mode: DriftMode::Correct,
+        ignore: Vec::new(),
     });
     let r = run_mr(&operator_cfg(), mr.clone(), &canned);
     assert_eq!(r.outcome, Outcome::Applied);
@@ -446,6 +448,7 @@ fn drift_correct_reapplies_and_warn_reports() {
 
     mr.spec.common.drift_detection = Some(DriftDetection {
         mode: DriftMode::Disabled,
+        ignore: Vec::new(),
     });
     let r = run_mr(&operator_cfg(), mr, &canned);
     assert_eq!(r.outcome, Outcome::NoOp);
@@ -472,6 +475,7 @@ fn dry_run_forbidden_while_impersonating_stalls() {
                     message: "cannot patch".into(),
                 }),
             }],
+            details: Vec::new(),
         },
         ..Default::default()
     };
@@ -504,6 +508,7 @@ fn drift_check_errors_count_but_do_not_fail_the_attempt() {
                     message: "503".into(),
                 }),
             }],
+            details: Vec::new(),
         },
         ..Default::default()
     };

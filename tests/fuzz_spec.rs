@@ -498,6 +498,7 @@ fn respond(effect: &Effect, r: &mut Rng) -> Option<InputKind> {
                         })
                     })
                     .collect(),
+                details: Vec::new(),
             },
         },
         Effect::Apply { stages, .. } => InputKind::Applied {
@@ -514,6 +515,7 @@ fn respond(effect: &Effect, r: &mut Rng) -> Option<InputKind> {
                                 ApplyAction::Created,
                                 ApplyAction::Updated,
                                 ApplyAction::Unchanged,
+                                ApplyAction::Recreated,
                             ]))
                         },
                     })
@@ -549,6 +551,18 @@ fn respond(effect: &Effect, r: &mut Rng) -> Option<InputKind> {
         },
         Effect::PatchStatus { .. } => InputKind::StatusPatched {
             result: if fail { Err(api_error(r)) } else { Ok(()) },
+        },
+        Effect::AwaitTermination { targets, .. } => InputKind::TerminationAwaited {
+            remaining: targets
+                .iter()
+                .filter(|_| fail && r.one_in(2))
+                .map(|d| d.id.clone())
+                .collect(),
+            error: if fail && r.one_in(2) {
+                Some(api_error(r))
+            } else {
+                None
+            },
         },
         _ => return None,
     })

@@ -403,6 +403,7 @@ fn persistent_warn_drift_is_quiet_and_writes_nothing() {
         drift: opm_core::input::DriftReport {
             drifted: vec![id],
             errors: vec![],
+            details: Vec::new(),
         },
         ..Default::default()
     };

@@ -129,6 +129,7 @@ fn respond(effect: &Effect, c: u8) -> InputKind {
                 } else {
                     vec![]
                 },
+                details: Vec::new(),
             },
         },
         Effect::Apply { stages, .. } => InputKind::Applied {

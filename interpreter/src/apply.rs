@@ -15,6 +15,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use opm_core::effect::ApplyStage;
 use opm_core::input::{AppliedObject, ApplyAction, ApplyReport};
+use opm_core::policy::SsaPolicy;
 use opm_core::{ApiError, DesiredObject};
 use serde_json::Value;
 
@@ -84,10 +85,19 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
         .map_err(|e| ApiError::Invalid {
             message: e.to_string(),
         })?;
-    let desired = live_cache::desired_digest(&obj.manifest, ctx.field_manager, ctx.identity);
+    let desired = live_cache::desired_digest(
+        &live_cache::desired_key(obj),
+        ctx.field_manager,
+        ctx.identity,
+    );
     let name = &obj.id.name;
     let mut params = PatchParams::apply(ctx.field_manager);
-    params.force = ctx.force;
+    // `ssa: Merge` never takes fields from other managers (SPEC §28).
+    params.force = ctx.force && obj.policy.ssa != SsaPolicy::Merge;
+    if !obj.policy.is_default() {
+        return crate::apply_policy::apply_with_policy(ctx, &api, obj, &params, &manifest, desired)
+            .await;
+    }
     let (api, params, manifest) = (&api, &params, &manifest);
     let commit = |created| committed(ctx, api, obj, params, manifest, desired, created);
     let unchanged = |rv: Option<&str>| {
@@ -140,7 +150,7 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
 
 /// Writes and records the written version as verified against `desired`. `created` says
 /// whether the object existed; `None` when unknown, then the write's answer tells.
-async fn committed(
+pub(crate) async fn committed(
     ctx: &ApplyCtx<'_>,
     api: &Api<DynamicObject>,
     obj: &DesiredObject,
@@ -173,7 +183,7 @@ fn only_managed_by(obj: &Value, manager: &str) -> bool {
         })
 }
 
-async fn dry_run(
+pub(crate) async fn dry_run(
     api: &Api<DynamicObject>,
     name: &str,
     params: &PatchParams,

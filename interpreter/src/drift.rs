@@ -10,9 +10,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::{StreamExt, stream};
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use opm_core::input::{DriftReport, ObjectResult};
+use opm_core::fields::{self, FieldDrift};
+use opm_core::input::{DriftReport, ObjectDrift, ObjectResult};
+use opm_core::policy::{self, SsaPolicy};
 use opm_core::{ApiError, DesiredObject, ResourceId};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::discovery::Resolver;
 use crate::live_cache::{self, LiveCache};
@@ -47,27 +49,44 @@ pub struct DriftCtx<'a> {
 
 pub async fn check(ctx: &DriftCtx<'_>, objects: &[DesiredObject]) -> DriftReport {
     let futures: Vec<_> = objects.iter().map(|obj| checked(ctx, obj)).collect();
-    let results: Vec<(ResourceId, Result<bool, ApiError>)> =
+    let results: Vec<(ResourceId, Result<Option<ObjectDrift>, ApiError>)> =
         stream::iter(futures).buffered(CONCURRENCY).collect().await;
     let mut report = DriftReport::default();
     for (id, r) in results {
         match r {
-            Ok(true) => report.drifted.push(id),
-            Ok(false) => {}
+            Ok(Some(detail)) => {
+                report.drifted.push(id);
+                report.details.push(detail);
+            }
+            Ok(None) => {}
             Err(e) => report.errors.push(ObjectResult { id, result: Err(e) }),
         }
     }
     report
 }
 
-async fn checked(ctx: &DriftCtx<'_>, obj: &DesiredObject) -> (ResourceId, Result<bool, ApiError>) {
+async fn checked(
+    ctx: &DriftCtx<'_>,
+    obj: &DesiredObject,
+) -> (ResourceId, Result<Option<ObjectDrift>, ApiError>) {
     (obj.id.clone(), drifted(ctx, obj).await)
 }
 
-async fn drifted(ctx: &DriftCtx<'_>, obj: &DesiredObject) -> Result<bool, ApiError> {
+/// What the answer of one object's check is: missing, matching at a version, or drifted.
+enum Check {
+    Missing,
+    Same(String),
+    Drifted(Vec<FieldDrift>),
+}
+
+async fn drifted(ctx: &DriftCtx<'_>, obj: &DesiredObject) -> Result<Option<ObjectDrift>, ApiError> {
     let api =
         dynamic::watched_api_for(ctx.client.clone(), ctx.resolver, ctx.watch, &obj.id).await?;
-    let desired_state = live_cache::desired_digest(&obj.manifest, ctx.field_manager, ctx.identity);
+    let desired_state = live_cache::desired_digest(
+        &live_cache::desired_key(obj),
+        ctx.field_manager,
+        ctx.identity,
+    );
     // Still at the version a dry-run (or our apply) of this very desired state matched.
     // Only for the operator's own identity: the watch runs as the operator, so it cannot
     // vouch that a ServiceAccount may still do what the check does as it (a revoked right
@@ -78,23 +97,31 @@ async fn drifted(ctx: &DriftCtx<'_>, obj: &DesiredObject) -> Result<bool, ApiErr
     {
         tracing::trace!(object = ?obj.id, "unchanged since verified; no dry-run");
         ctx.stats.unchanged.fetch_add(1, Ordering::Relaxed);
-        return Ok(false);
+        return Ok(None);
     }
     ctx.stats.dry_runs.fetch_add(1, Ordering::Relaxed);
-    let drifted = dry_run_check(ctx, obj, &api).await?;
-    if let Some((false, rv)) = &drifted {
-        ctx.live.verify(&obj.id, rv, desired_state);
-    }
-    Ok(drifted.is_none_or(|(d, _)| d))
+    let detail = |missing, fields| ObjectDrift {
+        id: obj.id.clone(),
+        missing,
+        fields,
+    };
+    Ok(match dry_run_check(ctx, obj, &api).await? {
+        Check::Missing => Some(detail(true, Vec::new())),
+        Check::Same(rv) => {
+            ctx.live.verify(&obj.id, &rv, desired_state);
+            None
+        }
+        Check::Drifted(fields) => Some(detail(false, fields)),
+    })
 }
 
-/// The dry-run comparison: `None` when the object is missing (drift), otherwise whether it
-/// drifted and the live version that was compared.
+/// The dry-run comparison, field by field (SPEC §20): the dry-run of the desired object
+/// (prepared for the live one as apply prepares it, SPEC §28) against the live object.
 async fn dry_run_check(
     ctx: &DriftCtx<'_>,
     obj: &DesiredObject,
     api: &Api<DynamicObject>,
-) -> Result<Option<(bool, String)>, ApiError> {
+) -> Result<Check, ApiError> {
     let params = PatchParams::apply(ctx.field_manager).force().dry_run();
     let desired = ctx
         .secrets
@@ -102,30 +129,34 @@ async fn dry_run_check(
         .map_err(|e| ApiError::Invalid {
             message: e.to_string(),
         })?;
-    let dry_run = || async {
-        api.patch(&obj.id.name, &params, &Patch::Apply(&desired))
-            .await
-            .map(|d| dynamic::to_value(&d))
-            .map_err(|e| api_error::from_kube(&e))
+    let dry_run = |manifest: Value| {
+        let params = params.clone();
+        async move {
+            api.patch(&obj.id.name, &params, &Patch::Apply(&manifest))
+                .await
+                .map(|d| dynamic::to_value(&d))
+                .map_err(|e| api_error::from_kube(&e))
+        }
     };
     let version = |v: &Value| {
         live_cache::resource_version(v)
             .unwrap_or_default()
             .to_owned()
     };
-    // A dry-run based on a version already seen needs no GET.
+    // Objects whose apply depends on the live object (ignore rules, `ssa: Merge`) are
+    // always read: the dry-run must be of what apply would send.
+    let plain = obj.policy.ignore.is_empty() && obj.policy.ssa != SsaPolicy::Merge;
+    // A dry-run based on a version already seen needs no GET, unless it shows drift (then
+    // the live object names the fields and who changed them).
     let mut dry = None;
-    if let Some(seen) = ctx.live.get(&obj.id) {
-        let d = dry_run().await?;
-        if seen.same_version(&d) {
-            return Ok(Some((
-                seen.drift_digest != live_cache::drift_digest(&d),
-                version(&d),
-            )));
+    if plain && let Some(seen) = ctx.live.get(&obj.id) {
+        let d = dry_run(desired.clone()).await?;
+        if seen.same_version(&d) && seen.drift_digest == live_cache::drift_digest(&d) {
+            return Ok(Check::Same(version(&d)));
         }
         // Still missing: a dry-run of an existing object carries its version.
         if seen.absent() && live_cache::resource_version(&d).is_none() {
-            return Ok(None);
+            return Ok(Check::Missing);
         }
         dry = Some(d);
     }
@@ -135,39 +166,28 @@ async fn dry_run_check(
         .map_err(|e| api_error::from_kube(&e))?
     else {
         ctx.live.remember_absent(&obj.id);
-        return Ok(None);
+        return Ok(Check::Missing);
     };
     let live = dynamic::to_value(&live);
     ctx.live.remember(&obj.id, &live);
     let dry = match dry {
         Some(d) if version(&d) == version(&live) => d,
-        _ => dry_run().await?,
+        _ => {
+            let prepared = policy::prepare(&desired, Some(&live), &obj.policy, ctx.field_manager);
+            dry_run(prepared).await?
+        }
     };
-    Ok(Some((
-        managed_view(&live) != managed_view(&dry),
-        version(&live),
-    )))
+    // Secret values never leave as values: only paths and managers are reported.
+    let fields = fields::compare(&live, &dry, &obj.policy.ignore, ctx.field_manager);
+    Ok(if fields.is_empty() {
+        Check::Same(version(&live))
+    } else {
+        Check::Drifted(fields)
+    })
 }
 
 /// Labels, annotations and every top-level field but `metadata` and `status`.
-pub fn managed_view(obj: &Value) -> Value {
-    let mut out = Map::new();
-    if let Some(o) = obj.as_object() {
-        for (k, v) in o {
-            if k != "metadata" && k != "status" {
-                out.insert(k.clone(), v.clone());
-            }
-        }
-    }
-    for field in ["labels", "annotations"] {
-        let v = obj
-            .pointer(&format!("/metadata/{field}"))
-            .cloned()
-            .unwrap_or(Value::Null);
-        out.insert(format!("metadata.{field}"), v);
-    }
-    Value::Object(out)
-}
+pub use opm_core::fields::managed_view;
 
 #[cfg(test)]
 mod tests {

@@ -491,6 +491,7 @@ async fn execute(
                             result: Err(e.clone()),
                         })
                         .collect(),
+                    details: Vec::new(),
                 },
             };
             let mut report = report;
@@ -598,6 +599,22 @@ async fn execute(
             };
             InputKind::Pruned { results }
         }
+        Effect::AwaitTermination {
+            targets,
+            identity,
+            until,
+        } => match rt.clients.for_identity(identity.as_ref()) {
+            Ok(client) => {
+                let bound = remaining(*until).saturating_sub(crate::termination::MARGIN);
+                let (remaining, error) =
+                    crate::termination::await_gone(client, &rt.resolver, targets, bound).await;
+                InputKind::TerminationAwaited { remaining, error }
+            }
+            Err(e) => InputKind::TerminationAwaited {
+                remaining: targets.iter().map(|d| d.id.clone()).collect(),
+                error: Some(e),
+            },
+        },
         Effect::PatchStatus { patch, status } => {
             let result = wrote(rt, key, status::patch(operator, key, patch).await);
             if result.is_ok() {
@@ -724,6 +741,7 @@ fn timed_out(effect: &Effect) -> InputKind {
                         result: Err(t()),
                     })
                     .collect(),
+                details: Vec::new(),
             },
         },
         Effect::Apply { stages, .. } => InputKind::Applied {
@@ -772,6 +790,11 @@ fn timed_out(effect: &Effect) -> InputKind {
         } => InputKind::ValuesRead {
             values: refs.iter().map(|_| Err(t())).collect(),
             credentials: credentials.as_ref().map(|_| Err(t())),
+        },
+        // The deadline is the bound SPEC §12 sets: what was still there is reported.
+        Effect::AwaitTermination { targets, .. } => InputKind::TerminationAwaited {
+            remaining: targets.iter().map(|d| d.id.clone()).collect(),
+            error: None,
         },
         Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
             unreachable!("only awaited effects are bounded")

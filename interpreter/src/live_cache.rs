@@ -154,6 +154,16 @@ pub fn desired_digest(manifest: &Value, field_manager: &str, identity: &str) -> 
     h.finalize().into()
 }
 
+/// The part of a desired object that names its desired state: the manifest, and the
+/// policy when it has one (an ignore rule added changes what a check must compare).
+pub fn desired_key(obj: &opm_core::DesiredObject) -> Value {
+    if obj.policy.is_default() {
+        obj.manifest.clone()
+    } else {
+        serde_json::json!({"manifest": obj.manifest, "policy": obj.policy})
+    }
+}
+
 /// Digest of what [`crate::apply::same_object`] compares.
 pub fn apply_digest(obj: &Value) -> [u8; 32] {
     digest(&crate::apply::normalize(obj))

@@ -105,6 +105,61 @@ pub struct DriftDetection {
     /// `Warn` (default) reports drift, `Correct` re-applies, `Disabled` skips the check.
     #[serde(default)]
     pub mode: DriftMode,
+    /// Fields never counted as drift nor taken back (Flux's shape): where another manager
+    /// owns such a field it is left out of what is applied; where only the release manages
+    /// it, its live value is kept (SPEC §28).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore: Vec<IgnoreRule>,
+}
+
+/// One `driftDetection.ignore` rule.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IgnoreRule {
+    /// JSON pointers (RFC 6901) of the ignored fields, e.g. `/spec/replicas`.
+    #[schemars(length(min = 1))]
+    pub paths: Vec<String>,
+    /// Which objects the rule applies to; all of the release's objects when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<IgnoreTarget>,
+}
+
+/// The objects an ignore rule selects: every given field must match exactly.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IgnoreTarget {
+    /// API group of the objects (`apps`; empty matches any, core included).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    /// API version without the group (`v1`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    /// Kind of the objects (`Deployment`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Exact name of the object.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Exact namespace of the object.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// A Kubernetes label selector (`app=web,tier in (a,b)`) over the rendered labels.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub label_selector: String,
+}
+
+/// What deleting the release does to its objects (SPEC §12).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum DeletionPolicy {
+    /// Delete them when `prune` is true, orphan them otherwise.
+    #[default]
+    MirrorPrune,
+    /// Always delete them.
+    Delete,
+    /// Never delete them.
+    Orphan,
+    /// Delete them and keep the finalizer until every one is gone, bounded by `timeout`.
+    WaitForTermination,
 }
 
 /// What to do about drift (SPEC §20).
@@ -158,6 +213,9 @@ pub struct ReleaseCommon {
     /// Whether and how drift from the desired state is checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_detection: Option<DriftDetection>,
+    /// `MirrorPrune` (default), `Delete`, `Orphan` or `WaitForTermination` (SPEC §12).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_policy: Option<DeletionPolicy>,
     /// Ready only once every applied object is healthy (SPEC §26); default true. `false`:
     /// Ready as soon as everything is applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -99,6 +99,9 @@ pub(super) struct Ctx {
     /// The ServiceAccount was found to exist before `valuesFrom` was read (SPEC §27), so
     /// step 12 needs no second check.
     pub sa_checked: bool,
+    /// This apply corrects drift (`driftDetection.mode: Correct`): it forces, so fields a
+    /// `kubectl edit` or another manager took are taken back (SPEC §20).
+    pub correcting: bool,
 }
 
 fn parse_or(s: Option<&str>, default: Duration) -> Duration {
@@ -167,6 +170,23 @@ impl Ctx {
             .rollout
             .as_ref()
             .is_some_and(|r| r.force_conflicts)
+    }
+
+    /// `driftDetection.ignore` (SPEC §28).
+    pub fn ignore_rules(&self) -> &[crate::api::IgnoreRule] {
+        self.common
+            .drift_detection
+            .as_ref()
+            .map_or(&[], |d| d.ignore.as_slice())
+    }
+
+    /// The desired objects the operator writes and checks: all but `ssa: Ignore` ones.
+    pub fn writable(&self) -> Vec<DesiredObject> {
+        self.desired
+            .iter()
+            .filter(|d| d.policy.ssa != crate::policy::SsaPolicy::Ignore)
+            .cloned()
+            .collect()
     }
 
     pub fn adopt_existing(&self) -> bool {

@@ -1,9 +1,11 @@
 //! The deletion path (SPEC §12).
 
+use crate::api::DeletionPolicy;
 use crate::constants::FINALIZER;
 use crate::deletion::{self, Plan};
 use crate::effect::{Effect, EventType};
 use crate::input::ApiError;
+use crate::object::ResourceId;
 use crate::outcome::{Failure, Outcome, reasons};
 
 use super::{After, Attempt, Phase};
@@ -13,7 +15,7 @@ impl Attempt {
         self.ctx.step = "deletion";
         let count = self.ctx.persisted_entries().len();
         match deletion::plan(
-            self.ctx.common.prune,
+            deletion::deletes(self.ctx.common.deletion_policy, self.ctx.common.prune),
             count,
             self.ctx.service_account.as_deref(),
             self.cfg.allow_operator_identity,
@@ -68,8 +70,40 @@ impl Attempt {
         ));
     }
 
-    /// Everything owned is gone: say so and let the object go.
+    /// Everything owned is deleted: with `WaitForTermination`, wait until it is gone (held
+    /// by its own finalizers as long as they last) before letting the release go.
     pub(super) fn deletion_done(&mut self) {
+        let waiting: Vec<_> = self
+            .ctx
+            .deletions
+            .iter()
+            .filter(|d| !d.orphan)
+            .cloned()
+            .collect();
+        if self.ctx.common.deletion_policy == Some(DeletionPolicy::WaitForTermination)
+            && !waiting.is_empty()
+        {
+            self.phase = Phase::AwaitingTermination;
+            self.out.push(Effect::AwaitTermination {
+                targets: waiting,
+                identity: self.ctx.identity.clone(),
+                until: self.deadline,
+            });
+            return;
+        }
+        self.deletion_finished();
+    }
+
+    pub(super) fn on_terminated(&mut self, remaining: Vec<ResourceId>, error: Option<ApiError>) {
+        if remaining.is_empty() && error.is_none() {
+            return self.deletion_finished();
+        }
+        self.ctx.prune_ok = Some(false);
+        let msg = deletion::termination_message(&remaining, error.as_ref(), self.ctx.timeout);
+        self.fail(Failure::transient(reasons::PRUNE_FAILED, msg));
+    }
+
+    fn deletion_finished(&mut self) {
         if self.ctx.pruned > 0 {
             let note = format!("Pruned {} stale resources", self.ctx.pruned);
             self.event(EventType::Normal, reasons::PRUNED, &note);

@@ -12,7 +12,7 @@ use crate::input::{
 use crate::object::{ReleaseKey, ReleaseObject};
 use crate::outcome::{Failure, Outcome, reasons};
 use crate::render_value::{self, ReleaseIdentity};
-use crate::{deps, digest, drift, impersonation, inventory, ownership, prune, source};
+use crate::{deps, digest, drift, impersonation, inventory, ownership, policy, prune, source};
 
 use super::ctx::{Ctx, SourceSpec};
 use super::{Attempt, Phase, add};
@@ -281,8 +281,12 @@ impl Attempt {
                 .conds
                 .set(ct::MODULE_RESOLVED, TRUE, "Resolved", &msg);
         }
-        let prune_disabled = ownership::strip_policies(&mut objects);
+        // The digest covers the policy annotations, so changing a policy is a change.
         self.ctx.digests.render = digest::render(objects.iter().map(|o| &o.manifest));
+        let prune_disabled = ownership::strip_policies(&mut objects);
+        if let Err(f) = policy::extract(&mut objects, self.ctx.ignore_rules()) {
+            return self.fail(f);
+        }
         self.ctx.entries = inventory::entries_for(&objects);
         ownership::mark_prune_disabled(&mut self.ctx.entries, &prune_disabled);
         self.ctx.digests.inventory = digest::inventory(&self.ctx.entries);
@@ -337,7 +341,7 @@ impl Attempt {
         }
         self.phase = Phase::CheckingDrift;
         self.out.push(Effect::CheckDrift {
-            objects: self.ctx.desired.clone(),
+            objects: self.ctx.writable(),
             field_manager: FIELD_MANAGER.to_string(),
             identity: self.ctx.identity.clone(),
         });
@@ -354,13 +358,14 @@ impl Attempt {
             );
             return self.fail(Failure::stalled(reasons::IMPERSONATION_FAILED, msg));
         }
-        if report.drifted.is_empty() {
+        let drifted = drift::assess(&report, &self.ctx.desired);
+        if drifted.is_empty() {
             if clean {
                 self.ctx.conds.remove(ct::DRIFTED);
             }
             return self.unchanged();
         }
-        let msg = drift::message(&report.drifted);
+        let msg = drift::detailed_message(&drifted);
         let shown = self
             .ctx
             .persisted
@@ -374,6 +379,7 @@ impl Attempt {
             self.event(EventType::Warning, reasons::DRIFT_DETECTED, &msg);
         }
         if self.ctx.drift_mode() == DriftMode::Correct {
+            self.ctx.correcting = true;
             self.apply_step();
         } else {
             self.unchanged();
@@ -417,9 +423,9 @@ impl Attempt {
     fn write_step(&mut self) {
         self.phase = Phase::Applying;
         self.out.push(Effect::Apply {
-            stages: render_value::stages(&self.ctx.desired),
+            stages: render_value::stages(&self.ctx.writable()),
             field_manager: FIELD_MANAGER.to_string(),
-            force: self.ctx.force_conflicts(),
+            force: self.ctx.force_conflicts() || self.ctx.correcting,
             identity: self.ctx.identity.clone(),
         });
     }
@@ -431,18 +437,22 @@ impl Attempt {
             match &o.result {
                 Ok(ApplyAction::Created) => created += 1,
                 Ok(ApplyAction::Updated) => updated += 1,
+                Ok(ApplyAction::Recreated) => {
+                    updated += 1;
+                    let note = policy::recreated_message(&o.id);
+                    self.event(EventType::Normal, reasons::RECREATED, &note);
+                }
                 Ok(ApplyAction::Unchanged) => unchanged += 1,
                 Err(e) => failures.push((&o.id, e)),
             }
         }
         self.ctx.counts = (created, updated, unchanged);
-        let reported = self
-            .ctx
-            .desired
+        let writable = self.ctx.writable();
+        let reported = writable
             .iter()
             .filter(|d| report.objects.iter().any(|o| o.id == d.id))
             .count();
-        if failures.is_empty() && reported == self.ctx.desired.len() {
+        if failures.is_empty() && reported == writable.len() {
             self.ctx.apply_ok = Some(true);
             return self.prune_step();
         }
@@ -450,10 +460,7 @@ impl Attempt {
         if failures.is_empty() {
             return self.fail(Failure::transient(
                 reasons::APPLY_FAILED,
-                format!(
-                    "apply reported {reported} of {} objects",
-                    self.ctx.desired.len()
-                ),
+                format!("apply reported {reported} of {} objects", writable.len()),
             ));
         }
         let described: Vec<String> = failures

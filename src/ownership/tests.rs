@@ -141,12 +141,14 @@ fn policies_are_stripped_and_recorded() {
             component: "c".into(),
             manifest: json!({"metadata": {"name": "keep",
                 "annotations": {"releases.opmodel.dev/prune": "disabled", "a": "b"}}}),
+            policy: Default::default(),
         },
         DesiredObject {
             id: cm("odd"),
             component: "c".into(),
             manifest: json!({"metadata": {"name": "odd",
                 "annotations": {"releases.opmodel.dev/prune": "enabled"}}}),
+            policy: Default::default(),
         },
     ];
     let disabled = strip_policies(&mut objects);
@@ -171,6 +173,7 @@ fn only_objects_outside_the_inventory_are_checked() {
             id: cm(n),
             component: "c".into(),
             manifest: json!({}),
+            policy: Default::default(),
         })
         .collect();
     let mut inv = vec![objects[0].inventory_entry()];

@@ -349,6 +349,21 @@ impl World {
                 }
                 InputKind::Pruned { results }
             }
+            // Deletion in the simulated store is immediate: what is left is what a fault
+            // kept, or a successor-free object still under the same UID.
+            Effect::AwaitTermination { targets, .. } => {
+                let remaining = targets
+                    .iter()
+                    .filter(|d| {
+                        api_err.is_some() || self.store.get(&d.id).is_some_and(|o| o.uid == d.uid)
+                    })
+                    .map(|d| d.id.clone())
+                    .collect();
+                InputKind::TerminationAwaited {
+                    remaining,
+                    error: api_err,
+                }
+            }
             Effect::PatchStatus { patch, status } => {
                 let result = match api_err {
                     Some(e) => Err(e),

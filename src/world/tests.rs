@@ -46,6 +46,7 @@ fn cm(name: &str, data: &str) -> DesiredObject {
             "metadata": {"name": name, "namespace": "demo",
                 "labels": {"app.kubernetes.io/managed-by": "opm-controller"}},
             "data": {"k": data}}),
+        policy: Default::default(),
     }
 }
 

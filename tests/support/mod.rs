@@ -120,6 +120,8 @@ pub struct Canned {
     pub latency: Duration,
     /// Extra time taken by one effect kind.
     pub slow: Option<(EffectKind, Duration)>,
+    /// Deleted objects (by name) still there when a termination wait ends.
+    pub still_terminating: Vec<String>,
     /// `valuesFrom` contents by object name; default: the object is missing.
     pub values: BTreeMap<String, Result<opm_core::values_from::ValuesContent, ApiError>>,
     /// The `module.secretRef` read.
@@ -192,6 +194,7 @@ impl Default for Canned {
             credentials: Ok(opm_core::values_from::CredentialsContent::Found {
                 digest: opm_core::digest::sha256(b"{}"),
             }),
+            still_terminating: Vec::new(),
         }
     }
 }
@@ -322,6 +325,14 @@ impl Canned {
                     })
                     .collect(),
                 credentials: credentials.as_ref().map(|_| self.credentials.clone()),
+            },
+            Effect::AwaitTermination { targets, .. } => InputKind::TerminationAwaited {
+                remaining: targets
+                    .iter()
+                    .filter(|d| self.still_terminating.contains(&d.id.name))
+                    .map(|d| d.id.clone())
+                    .collect(),
+                error: None,
             },
             other => panic!("not awaited: {other:?}"),
         }

@@ -151,10 +151,14 @@ pub fn base_releases(s: &Setup) -> Vec<opm_core::ReleaseObject> {
         c.service_account_name = Some("deployer".into());
         c.drift_detection = Some(opm_core::api::DriftDetection {
             mode: opm_core::api::DriftMode::Correct,
+            ignore: Vec::new(),
         });
     }
     let mut c = fixtures::release(NS, "c", "repo", "./app");
     fixtures::common_mut(&mut c).prune = s.prune[2];
+    // Deletes whatever `prune` says and waits until its objects are gone (SPEC §12).
+    fixtures::common_mut(&mut c).deletion_policy =
+        Some(opm_core::api::DeletionPolicy::WaitForTermination);
     let mut d = fixtures::module_release(NS, "d", MODULE, "v0.2.1");
     {
         let c = fixtures::common_mut(&mut d);
@@ -215,6 +219,7 @@ pub fn recreate_missing(w: &mut World, s: &Setup) {
         });
         c.drift_detection = Some(opm_core::api::DriftDetection {
             mode: opm_core::api::DriftMode::Correct,
+            ignore: Vec::new(),
         });
         if w.release(&o.key()).is_none() {
             w.create_release(o).unwrap();
