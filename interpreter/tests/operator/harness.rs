@@ -360,7 +360,9 @@ pub fn reason_is_rel(reason: &'static str) -> impl Fn(&Release) -> bool {
     move |o| o.status.as_ref().is_some_and(|s| ready(s).1 == reason)
 }
 
-/// Events regarding `name` in `ns`, oldest first (by event time).
+/// Events regarding the release `name` in `ns`, oldest first (by event time). Events of
+/// other objects of that name (the workload controllers' events about a Deployment named
+/// after its release, when the health suite has started them) are not the release's.
 pub async fn events(client: &Client, ns: &str, name: &str) -> Vec<KEvent> {
     let mut evs: Vec<KEvent> = Api::<KEvent>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
@@ -368,7 +370,14 @@ pub async fn events(client: &Client, ns: &str, name: &str) -> Vec<KEvent> {
         .expect("list events")
         .items
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|r| {
+                r.name.as_deref() == Some(name)
+                    && r.api_version
+                        .as_deref()
+                        .is_some_and(|v| v.starts_with("releases.opmodel.dev/"))
+            })
+        })
         .collect();
     evs.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
     evs

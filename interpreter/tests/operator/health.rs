@@ -549,3 +549,49 @@ async fn an_operator_killed_mid_wait_is_replaced_by_one_that_resumes_the_wait_fr
         .await
         .ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_revision_during_a_wait_pre_empts_it() {
+    let (env, ns) = namespace().await;
+    Workloads::global().await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    let pkg = Package::start().await;
+    release_of(
+        &ns,
+        &pkg,
+        "revise",
+        json!({"app": {"d": deployment("revise", 1,
+            json!({"nodeSelector": {"opm-test/no-such-node": "true"}}), json!({}))}}),
+        json!({"timeout": "5m"}),
+    )
+    .await;
+    let waiting = wait_rel(
+        &ns.client,
+        &ns.name,
+        "revise",
+        "Progressing",
+        reason_is_rel("Progressing"),
+    )
+    .await;
+    let first = waiting.status.unwrap().last_applied_at;
+    // Revision 2 drops the impossible nodeSelector: applied at once, and that wait ends Ready.
+    pkg.publish(
+        &ns.client,
+        &ns.name,
+        "revise-src",
+        &release_package(
+            "revise",
+            &json!({"app": {"d": deployment("revise", 1, json!({}), json!({}))}}),
+        ),
+    )
+    .await;
+    let got = wait_rel(&ns.client, &ns.name, "revise", "Ready", is_ready_rel).await;
+    let s = got.status.unwrap();
+    assert!(
+        s.last_applied_at > first,
+        "{:?} vs {first:?}",
+        s.last_applied_at
+    );
+    assert_eq!(s.inventory.map(|i| i.revision), Some(2));
+    op.stop().await;
+}

@@ -236,8 +236,6 @@ async fn metrics_expose_every_series_and_forget_a_deleted_release() {
         "opm_controller_artifact_cache_misses_total",
         "opm_controller_release_ready",
         "opm_controller_release_suspended",
-        "opm_controller_release_healthy",
-        "opm_controller_health_wait_seconds",
     ] {
         assert!(
             text.contains(&format!("# HELP {family} ")),
