@@ -44,7 +44,7 @@
 //! (§5) · [`render_value`] exported value → objects, labels, apply stages (§6, §18, §19) ·
 //! [`digest`] (§7) · [`inventory`] (§8) · [`prune`] guards (§9) · [`conditions`] and
 //! [`status`] (§10) · [`deletion`] (§12) · [`deps`] (§14) · [`impersonation`] (§15) ·
-//! [`source`] (§16-18) · [`drift`] (§20) · [`trace`] (§23).
+//! [`source`] (§16-18) · [`drift`] (§20) · [`trace`] (§23) · [`values_from`] (§27).
 //!
 //! ```
 //! use opm_core::{Attempt, Config, Effect, Input, InputKind, ReleaseKey, Kind};

@@ -25,7 +25,7 @@ enum Command {
     /// Run the operator against the cluster of the current kubeconfig or service account.
     Run(Box<RunArgs>),
     /// Print what a release would apply, as multi-document YAML, without a cluster.
-    Render(RenderArgs),
+    Render(Box<RenderArgs>),
     /// Print the CustomResourceDefinitions of ModuleRelease and Release.
     Crds,
 }
@@ -101,7 +101,7 @@ async fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Render(args) => {
             init_render_logging();
-            render(args).await
+            render(*args).await
         }
         // `run` installs its own subscriber (`--log-format`), and exits without waiting for
         // detached tasks (watches, endpoints) once the controllers have stopped.

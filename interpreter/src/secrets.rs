@@ -146,7 +146,26 @@ impl SecretTable {
         for component in components.values_mut() {
             if let Some(objects) = component.as_object_mut() {
                 for obj in objects.values_mut() {
-                    self.redact_holding(obj, &secrets);
+                    let Some(fields) = obj.as_object_mut() else {
+                        continue;
+                    };
+                    // The object's identity stays readable: names and kinds are never
+                    // secret, and the core must place the object by them.
+                    for (k, v) in fields.iter_mut() {
+                        match k.as_str() {
+                            "apiVersion" | "kind" => {}
+                            "metadata" => {
+                                if let Some(meta) = v.as_object_mut() {
+                                    for (mk, mv) in meta.iter_mut() {
+                                        if mk != "name" && mk != "namespace" {
+                                            self.redact_holding(mv, &secrets);
+                                        }
+                                    }
+                                }
+                            }
+                            _ => self.redact_holding(v, &secrets),
+                        }
+                    }
                 }
             }
         }
@@ -439,6 +458,15 @@ mod tests {
                 "{key}"
             );
         }
+        // A name that happens to hold the string stays: the core places objects by name.
+        let mut named = json!({"kind": "ModuleRelease", "components": {"a": {"cm": {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "hunter2-pw", "namespace": "hunter2-pw"}}}}});
+        t.redact_render_strings(&mut named);
+        assert_eq!(
+            named["components"]["a"]["cm"]["metadata"]["name"],
+            json!("hunter2-pw")
+        );
         let scrubbed = t.scrub("bad value hunter2-pw in postgres://u:hunter2-pw@db:5432/x");
         assert!(!scrubbed.contains("hunter2"), "{scrubbed}");
     }

@@ -28,7 +28,7 @@ fn target_paths_split_on_unescaped_dots() {
     for bad in ["", "a..b", ".a", "a.", r"a\"] {
         assert!(parse_target_path(bad).is_err(), "{bad:?}");
     }
-    assert!(parse_target_path(&"a.".repeat(40).trim_end_matches('.').to_string()).is_err());
+    assert!(parse_target_path("a.".repeat(40).trim_end_matches('.')).is_err());
     assert!(parse_target_path(&"x".repeat(MAX_TARGET_PATH + 1)).is_err());
 }
 
