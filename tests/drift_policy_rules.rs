@@ -362,3 +362,31 @@ fn wait_for_termination_keeps_the_finalizer_until_every_deleted_object_is_gone()
     );
     assert!(r.requeue.is_some(), "retried with backoff");
 }
+
+#[test]
+fn objects_never_updated_need_no_ownership_read() {
+    let render = json!({"extra": {
+        "i": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "theirs-ign",
+            "annotations": {"releases.opmodel.dev/ssa": "Ignore"}}},
+        "n": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "theirs-ifnp",
+            "annotations": {"releases.opmodel.dev/ssa": "IfNotPresent"}}}
+    }});
+    let unowned = || {
+        Ok(Some(opm_core::input::LiveMeta {
+            uid: "u-1".into(),
+            labels: Default::default(),
+        }))
+    };
+    let mut canned = with_render(render);
+    canned.owners.insert("theirs-ign".into(), unowned());
+    canned.owners.insert("theirs-ifnp".into(), unowned());
+    let r = run_mr(&operator_cfg(), module_release(), &canned);
+    assert_eq!(r.outcome, Outcome::Applied, "{:?}", r.cond("Ready"));
+    let Some(Effect::InspectOwners { targets, .. }) = r.find(EffectKind::InspectOwners) else {
+        panic!("no ownership read");
+    };
+    assert!(
+        !targets.iter().any(|t| t.name.starts_with("theirs-")),
+        "{targets:?}"
+    );
+}

@@ -189,6 +189,17 @@ impl Ctx {
             .collect()
     }
 
+    /// The desired objects an apply may write over when they exist: all but `ssa: Ignore`
+    /// and `IfNotPresent` ones (SPEC §25's ownership read concerns only these).
+    pub fn overwritable(&self) -> Vec<DesiredObject> {
+        use crate::policy::SsaPolicy;
+        self.desired
+            .iter()
+            .filter(|d| !matches!(d.policy.ssa, SsaPolicy::Ignore | SsaPolicy::IfNotPresent))
+            .cloned()
+            .collect()
+    }
+
     pub fn adopt_existing(&self) -> bool {
         self.common
             .rollout

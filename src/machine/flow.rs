@@ -391,7 +391,8 @@ impl Attempt {
     /// nothing there.
     fn apply_step(&mut self) {
         self.ctx.step = "apply";
-        let targets = ownership::targets(&self.ctx.desired, self.ctx.persisted_entries());
+        // Objects that are never updated (`ssa: Ignore`, `IfNotPresent`) take nothing over.
+        let targets = ownership::targets(&self.ctx.overwritable(), self.ctx.persisted_entries());
         if targets.is_empty() {
             return self.write_step();
         }
