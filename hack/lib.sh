@@ -105,7 +105,7 @@ ensure_tools() {
 	fi
 	eval "$("$root/tools/install" --env 2>/dev/null)"
 	local v
-	for v in OPM_CUE_BIN OPM_APISERVER_BIN OPM_KUBECTL_BIN; do
+	for v in OPM_CUE_BIN OPM_APISERVER_BIN OPM_KUBECTL_BIN OPM_KCM_BIN OPM_SCHEDULER_BIN OPM_KWOK_BIN; do
 		[[ -x "${!v}" ]] || fail "$v=${!v} is not executable; run tools/install"
 	done
 	[[ -d "$OPM_FLUX_CRDS_DIR" ]] || fail "OPM_FLUX_CRDS_DIR=$OPM_FLUX_CRDS_DIR is missing; run tools/install"
@@ -121,6 +121,38 @@ start_apiserver() {
 	start apiserver "$OPM_APISERVER_BIN" --kubeconfig-out "$work/kubeconfig" --data-dir "$work/apiserver"
 	wait_for apiserver 120 "${pids[-1]}" test -s "$work/kubeconfig"
 	info "$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}') (kubeconfig $work/kubeconfig)"
+}
+
+# start_workloads: the real kube-controller-manager and kube-scheduler, and kwok with three
+# fake nodes (the same set-up as opm_testenv::workloads), so the example Deployments get
+# ReplicaSets and Pods that are scheduled, become Running and Ready, and the releases'
+# Ready means healthy (SPEC §26) as it will on a real cluster.
+start_workloads() {
+	local kc="$work/kubeconfig" auth i
+	auth=(--kubeconfig="$kc" --authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc"
+		--leader-elect=false --secure-port=0)
+	# The token controller needs a signing key and nothing here reads pod tokens.
+	start kube-controller-manager "$OPM_KCM_BIN" "${auth[@]}" \
+		--controllers='*,-serviceaccount-token' --use-service-account-credentials=false \
+		--node-monitor-grace-period=1h
+	start kube-scheduler "$OPM_SCHEDULER_BIN" "${auth[@]}"
+	start kwok "$OPM_KWOK_BIN" --kubeconfig="$kc" --config="$OPM_KWOK_STAGES" \
+		--manage-all-nodes=false \
+		--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+		--cidr=10.244.0.0/16 --node-ip=10.250.0.1
+	for i in 0 1 2; do
+		kubectl apply -f - >/dev/null <<EOF
+{"apiVersion": "v1", "kind": "Node",
+ "metadata": {"name": "kwok-node-$i",
+   "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+   "labels": {"kubernetes.io/hostname": "kwok-node-$i", "kubernetes.io/os": "linux",
+              "kubernetes.io/arch": "amd64", "type": "kwok"}},
+ "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+            "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"}}}
+EOF
+	done
+	wait_for kwok 120 "${pids[-1]}" kubectl wait --for=condition=Ready node --all --timeout=2s
+	info "kube-controller-manager, kube-scheduler, kwok with 3 fake nodes (logs in $logs)"
 }
 
 # sa_kubeconfig <namespace> <name> <file>: a kubeconfig holding a token of that
