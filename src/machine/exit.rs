@@ -57,6 +57,27 @@ impl Attempt {
         self.phase = Phase::Finished;
     }
 
+    /// What an attempt that applied reports beside its outcome: the apply counts, the prune
+    /// count when pruning ran, and the inventory size. Shared by a completed attempt and one
+    /// that applied and now waits for health, so both feed the same series.
+    pub(super) fn applied_metrics(&self) -> Vec<Metric> {
+        let (created, updated, unchanged) = self.ctx.counts;
+        let mut metrics = vec![Metric::ApplyResources {
+            created,
+            updated,
+            unchanged,
+        }];
+        if self.ctx.prune_ran {
+            metrics.push(Metric::PruneResources {
+                count: self.ctx.pruned,
+            });
+        }
+        metrics.push(Metric::InventorySize {
+            count: self.ctx.entries.len() as u64,
+        });
+        metrics
+    }
+
     pub(super) fn reconcile_metric(&self, outcome: Outcome) -> Metric {
         Metric::Reconcile {
             outcome,
@@ -242,22 +263,8 @@ impl Attempt {
         status::push_history(&mut s.history, entry);
         s.next_retry_at = None;
 
-        let mut metrics = vec![
-            self.reconcile_metric(outcome),
-            Metric::ApplyResources {
-                created,
-                updated,
-                unchanged,
-            },
-        ];
-        if self.ctx.prune_ran {
-            metrics.push(Metric::PruneResources {
-                count: self.ctx.pruned,
-            });
-        }
-        metrics.push(Metric::InventorySize {
-            count: self.ctx.entries.len() as u64,
-        });
+        let mut metrics = vec![self.reconcile_metric(outcome)];
+        metrics.extend(self.applied_metrics());
         let requeue = Some(self.ctx.interval);
         self.commit(
             s,

@@ -388,20 +388,7 @@ impl Attempt {
             self.record_applied(&mut s);
             let entry = self.history("progressing", msg, true);
             status::push_history(&mut s.history, entry);
-            let (created, updated, unchanged) = self.ctx.counts;
-            metrics.push(Metric::ApplyResources {
-                created,
-                updated,
-                unchanged,
-            });
-            if self.ctx.prune_ran {
-                metrics.push(Metric::PruneResources {
-                    count: self.ctx.pruned,
-                });
-            }
-            metrics.push(Metric::InventorySize {
-                count: self.ctx.entries.len() as u64,
-            });
+            metrics.extend(self.applied_metrics());
         }
         s.next_retry_at = Some(k8s_time(add(self.now, requeue)));
         self.commit(

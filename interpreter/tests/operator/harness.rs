@@ -183,6 +183,51 @@ impl Drop for Operator {
     }
 }
 
+/// The built `opm-operator run` binary as its own process, with the same scoping and tools
+/// as [`Operator`]: for tests that must SIGKILL it (no destructor, no graceful anything).
+pub struct OperatorProcess {
+    child: tokio::process::Child,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+impl OperatorProcess {
+    pub async fn spawn(env: &TestEnv, ns: &str) -> OperatorProcess {
+        let registry = CueRegistry::global().await;
+        let cache = tempfile::tempdir().expect("tempdir");
+        let traces = tempfile::tempdir().expect("tempdir");
+        let trace_dir = e2e_trace_dir(ns).unwrap_or_else(|| traces.path().to_path_buf());
+        let cue = opm_testenv::tools::cue_bin().expect("cue binary");
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_opm-operator"))
+            .arg("run")
+            .args(["--watch-label-selector", &format!("{TEST_LABEL}={ns}")])
+            .args(["--allow-operator-identity", "on", "--concurrency", "4"])
+            .args(["--metrics-bind-address", "0"])
+            .args(["--health-probe-bind-address", "0"])
+            .arg("--cue-binary")
+            .arg(cue)
+            .args(["--cue-registry", &registry.registry()])
+            .arg("--cache-dir")
+            .arg(cache.path())
+            .arg("--trace-dir")
+            .arg(&trace_dir)
+            .env("KUBECONFIG", env.kubeconfig_path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn opm-operator run");
+        OperatorProcess {
+            child,
+            _dirs: vec![cache, traces],
+        }
+    }
+
+    /// SIGKILL, and reaped: the process is gone when this returns.
+    pub async fn sigkill(mut self) {
+        self.child.kill().await.expect("SIGKILL the operator");
+    }
+}
+
 /// A ModuleRelease of the example module, labelled for this test's operator.
 ///
 /// `wait` is false unless `extra_spec` says otherwise: the test cluster runs no workload

@@ -491,10 +491,11 @@ async fn a_custom_resource_judged_by_cel_gates_ready_and_its_dependents() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_operator_killed_mid_wait_is_replaced_by_one_that_resumes_the_wait_from_status() {
+async fn an_operator_sigkilled_mid_wait_is_replaced_by_one_that_resumes_the_wait_from_status() {
     let (env, ns) = namespace().await;
     Workloads::global().await;
-    let op = Operator::start(env, &ns.name, |_| {}).await;
+    // The built binary in its own process, so the kill is a real SIGKILL.
+    let op = OperatorProcess::spawn(env, &ns.name).await;
     let pkg = Package::start().await;
     // Schedulable only on a node carrying this label, which no node has yet.
     let label = format!("opm-test/{}", ns.name);
@@ -516,8 +517,8 @@ async fn an_operator_killed_mid_wait_is_replaced_by_one_that_resumes_the_wait_fr
     )
     .await;
     let before = waiting.status.unwrap();
-    // Killed: the task is aborted, nothing finishes.
-    drop(op);
+    // SIGKILLed: nothing finishes, nothing is written on the way out.
+    op.sigkill().await;
     let op = Operator::start(env, &ns.name, |_| {}).await;
     // The pods can now be placed: the new operator's wait ends Ready.
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(ns.client.clone());
