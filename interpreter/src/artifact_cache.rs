@@ -16,7 +16,7 @@ use tempfile::TempDir;
 use tokio::sync::OnceCell;
 
 use crate::extract::{ExtractError, ExtractLimits, extract};
-use crate::fetch::{FailureClass, FetchError, Fetcher, Sha256Digest};
+use crate::fetch::{FetchError, Fetcher, Sha256Digest};
 use crate::release_path::{PathError, resolve_path};
 
 /// Bounds of the cache.
@@ -42,23 +42,6 @@ pub enum ArtifactError {
     Fetch(#[from] FetchError),
     #[error(transparent)]
     Extract(#[from] ExtractError),
-}
-
-impl ArtifactError {
-    pub fn class(&self) -> FailureClass {
-        match self {
-            Self::Fetch(e) => e.class(),
-            Self::Extract(e) => e.class(),
-        }
-    }
-
-    /// The SPEC §4 condition reason (`FetchFailed` or `InvalidArtifact`).
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Self::Fetch(e) => e.reason(),
-            Self::Extract(e) => e.reason(),
-        }
-    }
 }
 
 /// One extracted artifact; its directory is removed when the last reference goes.

@@ -23,8 +23,6 @@ use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::fetch::FailureClass;
-
 /// SPEC §2: extracted-size cap.
 pub const DEFAULT_MAX_EXTRACTED_BYTES: u64 = 256 * 1024 * 1024;
 /// SPEC §2: entry cap. Files, directories (also those only implied by a deeper name) and
@@ -136,34 +134,6 @@ pub enum ExtractError {
     /// The local disk failed, not the archive.
     #[error("extraction: local I/O error: {detail}")]
     Io { detail: String },
-}
-
-impl ExtractError {
-    pub fn class(&self) -> FailureClass {
-        match self {
-            Self::Io { .. } | Self::Deadline { .. } => FailureClass::Transient,
-            Self::TooDeep { .. } | Self::LinkLoop { .. } => FailureClass::Stalled,
-            Self::UnknownFormat
-            | Self::AbsoluteName { .. }
-            | Self::EscapingName { .. }
-            | Self::NameTooLong { .. }
-            | Self::ThroughLink { .. }
-            | Self::EscapingLink { .. }
-            | Self::HardLink { .. }
-            | Self::SpecialFile { .. }
-            | Self::TooManyEntries { .. }
-            | Self::TooLarge { .. }
-            | Self::Corrupt { .. } => FailureClass::Stalled,
-        }
-    }
-
-    /// The SPEC §4 condition reason this failure leads to.
-    pub fn reason(&self) -> &'static str {
-        match self.class() {
-            FailureClass::Transient => "FetchFailed",
-            FailureClass::Stalled => "InvalidArtifact",
-        }
-    }
 }
 
 fn local_io(e: io::Error) -> ExtractError {

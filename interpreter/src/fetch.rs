@@ -18,15 +18,6 @@ pub const DEFAULT_MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
 /// Default deadline for one download (SPEC §17).
 pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// How a failure is treated by the reconcile loop (SPEC §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureClass {
-    /// May succeed on a later attempt: exponential backoff.
-    Transient,
-    /// Will not change until the input changes: stall.
-    Stalled,
-}
-
 /// A parsed `sha256:<64 lowercase hex>` digest.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Sha256Digest([u8; 32]);
@@ -171,34 +162,6 @@ fn same_origin_redirects() -> reqwest::redirect::Policy {
             attempt.follow()
         }
     })
-}
-
-impl FetchError {
-    /// SPEC §4: download/HTTP/timeout/digest-mismatch rows are transient (`FetchFailed`);
-    /// content that can never be accepted is stalled (`InvalidArtifact`).
-    pub fn class(&self) -> FailureClass {
-        match self {
-            Self::Connect { .. }
-            | Self::HttpStatus { .. }
-            | Self::Timeout { .. }
-            | Self::Truncated { .. }
-            | Self::DigestMismatch { .. }
-            | Self::Redirect { .. }
-            | Self::Io { .. } => FailureClass::Transient,
-            Self::TooLarge { .. }
-            | Self::UnsupportedDigest { .. }
-            | Self::MalformedDigest { .. }
-            | Self::UnsupportedUrl { .. } => FailureClass::Stalled,
-        }
-    }
-
-    /// The SPEC §4 condition reason this failure leads to.
-    pub fn reason(&self) -> &'static str {
-        match self.class() {
-            FailureClass::Transient => "FetchFailed",
-            FailureClass::Stalled => "InvalidArtifact",
-        }
-    }
 }
 
 /// Limits of one download.
@@ -406,6 +369,8 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local::Verdict;
+    use opm_core::outcome::FailureClass;
 
     #[test]
     fn parses_valid_digest_and_round_trips() {

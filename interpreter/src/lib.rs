@@ -1,8 +1,9 @@
 //! The async interpreter of opm-operator (DESIGN.md §2): the executors that carry out the
 //! core's effects against the network, the disk, the `cue` binary and the Kubernetes API,
 //! the driver that runs one attempt of the core, and the controllers. Executors decide
-//! nothing: each returns a typed error whose variant tells the core which SPEC §4 exit
-//! applies (`class()` for transient vs stalled, `reason()` for the condition reason).
+//! nothing: each returns a typed error, [`local`] translates it into the core's typed error
+//! at one boundary, and the core alone picks the SPEC §4 exit (reason, transient or stalled).
+//! [`local::Verdict`] shows executor tests that exit, so they assert the real mapping.
 //!
 //! - [`fetch`]: download with caps, timeout and digest check (SPEC §17).
 //! - [`extract`]: hardened tar.gz/zip extraction (SPEC §17).
@@ -61,5 +62,3 @@ pub mod termination;
 pub mod trace_sink;
 pub mod values_from;
 pub mod values_watch;
-
-pub use fetch::FailureClass;

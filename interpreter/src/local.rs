@@ -4,6 +4,8 @@
 
 use opm_core::effect::RenderRequest;
 use opm_core::input::FetchedArtifact;
+use opm_core::outcome::{Failure, FailureClass};
+use opm_core::source::{fetch_failure, render_failure};
 use opm_core::{FetchError as CoreFetch, RenderError as CoreRender};
 use serde_json::Value;
 
@@ -96,14 +98,7 @@ impl Local {
                     .map_err(|e| CoreRender::Refetch {
                         error: fetch_error(e),
                     })?;
-                let dir = resolve_path(handle.root(), path).map_err(|e| match e {
-                    PathError::PathNotFound { .. } => CoreRender::PathNotFound {
-                        message: e.to_string(),
-                    },
-                    PathError::ReleaseFileNotFound { .. } => CoreRender::ReleaseFileNotFound {
-                        message: e.to_string(),
-                    },
-                })?;
+                let dir = resolve_path(handle.root(), path).map_err(path_error)?;
                 let rendered = self
                     .renderer
                     .render_package_cached(artifact_digest, path, &dir)
@@ -144,6 +139,64 @@ pub fn fetch_error(e: ArtifactError) -> CoreFetch {
             }
             _ => CoreFetch::InvalidArtifact { message },
         },
+    }
+}
+
+/// `spec.path` errors → the core's render error classes.
+pub fn path_error(e: PathError) -> CoreRender {
+    let message = e.to_string();
+    match e {
+        PathError::PathNotFound { .. } => CoreRender::PathNotFound { message },
+        PathError::ReleaseFileNotFound { .. } => CoreRender::ReleaseFileNotFound { message },
+    }
+}
+
+/// What the core makes of an executor's error: the SPEC §4 exit (reason, transient or
+/// stalled, message) production reaches through this module's translation and the core's
+/// classification. Executors decide nothing themselves; their tests assert this, so a
+/// wrong mapping at the boundary fails them.
+pub trait Verdict {
+    /// The core's classified failure for this error.
+    fn failure(&self) -> Failure;
+
+    /// Transient (backoff) or stalled (needs a change).
+    fn class(&self) -> FailureClass {
+        self.failure().class
+    }
+
+    /// The condition reason.
+    fn reason(&self) -> &'static str {
+        self.failure().reason
+    }
+}
+
+impl Verdict for ArtifactError {
+    fn failure(&self) -> Failure {
+        fetch_failure(&fetch_error(self.clone()))
+    }
+}
+
+impl Verdict for FetchError {
+    fn failure(&self) -> Failure {
+        ArtifactError::Fetch(self.clone()).failure()
+    }
+}
+
+impl Verdict for ExtractError {
+    fn failure(&self) -> Failure {
+        ArtifactError::Extract(self.clone()).failure()
+    }
+}
+
+impl Verdict for RenderError {
+    fn failure(&self) -> Failure {
+        render_failure(&render_error(self.clone()))
+    }
+}
+
+impl Verdict for PathError {
+    fn failure(&self) -> Failure {
+        render_failure(&path_error(self.clone()))
     }
 }
 

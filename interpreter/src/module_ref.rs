@@ -208,6 +208,7 @@ fn ascii_cue(json: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local::Verdict;
 
     #[test]
     fn non_ascii_values_are_escaped_for_cue() {

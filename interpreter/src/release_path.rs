@@ -13,15 +13,6 @@ pub enum PathError {
     ReleaseFileNotFound { path: String },
 }
 
-impl PathError {
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Self::PathNotFound { .. } => "PathNotFound",
-            Self::ReleaseFileNotFound { .. } => "ReleaseFileNotFound",
-        }
-    }
-}
-
 /// Resolves `spec_path` inside the extracted artifact `root` (`.` is the root). Links are
 /// followed, and the result must still be a directory inside the root that holds
 /// `release.cue`.
@@ -56,6 +47,7 @@ pub fn resolve_path(root: &Path, spec_path: &str) -> Result<PathBuf, PathError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local::Verdict;
 
     #[test]
     fn resolve_path_rules() {

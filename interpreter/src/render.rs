@@ -16,7 +16,6 @@ use sha2::{Digest as _, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::OnceCell;
 
-use crate::fetch::FailureClass;
 use crate::module_ref::{ModuleRef, ReleaseIdentity, synthesise_release};
 pub use crate::rendered::Rendered;
 
@@ -77,7 +76,8 @@ impl RenderConfig {
     }
 }
 
-/// Why a render failed; [`Self::reason`] and [`Self::class`] give the SPEC §4 row.
+/// Why a render failed; [`crate::local::render_error`] maps it to the core's typed error,
+/// and the core picks the SPEC §4 row.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RenderError {
     /// The module or a dependency cannot be resolved (unknown version, bad module reference).
@@ -108,38 +108,6 @@ pub enum RenderError {
     /// installation problem, retried with backoff until it is fixed.
     #[error("cannot run cue: {message}")]
     Io { message: String },
-}
-
-impl RenderError {
-    /// Every variant is listed so a new one has to be placed in a SPEC §4 row.
-    pub fn class(&self) -> FailureClass {
-        match self {
-            Self::RegistryUnreachable { .. } | Self::Timeout { .. } | Self::Io { .. } => {
-                FailureClass::Transient
-            }
-            Self::Resolution { .. }
-            | Self::Evaluation { .. }
-            | Self::UnsupportedKind { .. }
-            | Self::InvalidOutput { .. }
-            | Self::OutputTooLarge { .. }
-            | Self::OutOfMemory { .. } => FailureClass::Stalled,
-        }
-    }
-
-    /// The SPEC §4 condition reason.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Self::Resolution { .. } => "ResolutionFailed",
-            Self::UnsupportedKind { .. } => "UnsupportedKind",
-            Self::RegistryUnreachable { .. }
-            | Self::Timeout { .. }
-            | Self::Io { .. }
-            | Self::Evaluation { .. }
-            | Self::InvalidOutput { .. }
-            | Self::OutputTooLarge { .. }
-            | Self::OutOfMemory { .. } => "RenderFailed",
-        }
-    }
 }
 
 /// Classifies a failed `cue` run by its stderr. Message texts are pinned by tests against the
@@ -643,6 +611,8 @@ async fn read_head(mut r: impl AsyncRead + Unpin, cap: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local::Verdict;
+    use opm_core::outcome::FailureClass;
 
     #[test]
     fn stderr_classification() {

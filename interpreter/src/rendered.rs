@@ -95,6 +95,7 @@ impl Rendered {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local::Verdict;
 
     #[test]
     fn exported_kind_is_checked() {

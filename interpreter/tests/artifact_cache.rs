@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use opm_operator::FailureClass;
+use opm_core::outcome::FailureClass;
 use opm_operator::artifact_cache::{ArtifactCache, ArtifactError, CacheLimits};
 use opm_operator::extract::{ExtractError, ExtractLimits};
 use opm_operator::fetch::{FetchConfig, FetchError, Fetcher};
+use opm_operator::local::Verdict;
 use support::{Route, TestServer, digest_of, file, names_in, symlink, tar_gz};
 
 fn cache(dir: &std::path::Path, limits: CacheLimits) -> ArtifactCache {

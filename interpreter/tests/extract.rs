@@ -5,8 +5,9 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use opm_operator::FailureClass;
+use opm_core::outcome::FailureClass;
 use opm_operator::extract::{ArchiveFormat, ExtractError, ExtractLimits, extract};
+use opm_operator::local::Verdict;
 use opm_operator::release_path::resolve_path;
 use support::{RawEntry, ZipEntry, dir, file, names_in, special, symlink, tar_gz, zip_bytes};
 use tar::EntryType;

@@ -10,6 +10,8 @@
 
 mod support;
 
+use opm_operator::local::Verdict;
+
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::time::Instant;

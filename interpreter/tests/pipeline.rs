@@ -3,6 +3,8 @@
 
 mod support;
 
+use opm_operator::local::Verdict;
+
 use std::time::Duration;
 
 use opm_core::effect::RenderRequest;

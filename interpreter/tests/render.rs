@@ -7,7 +7,8 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use opm_operator::FailureClass;
+use opm_core::outcome::FailureClass;
+use opm_operator::local::Verdict;
 use opm_operator::module_ref::{ModuleRef, ReleaseIdentity};
 use opm_operator::render::{RenderConfig, RenderError, Renderer};
 use serde_json::json;
