@@ -15,6 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod cel_cost;
 mod cel_rules;
 mod pods;
 mod summary;

@@ -5,13 +5,17 @@
 //! An expression that does not compile is the user's error and is reported before anything
 //! waits on it ([`compile`]); an expression that compiles but cannot be evaluated on this
 //! object (most often: `status` not written yet) counts as not matching, and its error is
-//! kept in the message so the user sees why nothing matched.
+//! kept in the message so the user sees why nothing matched. An expression whose estimated
+//! cost on this object is over the budget ([`super::cel_cost`]) is not run: the object is
+//! `Failed` with a message that says so, because a worker every tenant shares must not
+//! spend minutes in one tenant's loop.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use cel::{Context, Program, Value as CelValue};
 use serde_json::Value;
 
+use super::cel_cost::{self, MAX_COST, MAX_LOOP_DEPTH, Widths};
 use super::{Assessment, HealthStatus, group_of};
 use crate::api::HealthCheckExpr;
 
@@ -63,7 +67,16 @@ fn compile_one(src: &str) -> Result<Program, String> {
     }
     // The parser is generated code: a bug in it must not take the operator down.
     match catch_unwind(AssertUnwindSafe(|| Program::compile(src))) {
-        Ok(Ok(p)) => Ok(p),
+        Ok(Ok(p)) => {
+            let depth = cel_cost::loop_depth(p.expression());
+            if depth > MAX_LOOP_DEPTH {
+                return Err(format!(
+                    "loops nest {depth} deep; the limit is {MAX_LOOP_DEPTH} (each level \
+                     multiplies the cost by the length of a list)"
+                ));
+            }
+            Ok(p)
+        }
         Ok(Err(e)) => Err(one_line(&e.to_string())),
         Err(_) => Err("the CEL parser could not read this expression".to_string()),
     }
@@ -104,9 +117,15 @@ enum Eval {
     True,
     False,
     Error(String),
+    /// Not run: the estimate is over [`MAX_COST`].
+    TooCostly(u64),
 }
 
-fn eval(p: &Program, obj: &Value) -> Eval {
+fn eval(p: &Program, obj: &Value, widths: Widths) -> Eval {
+    let estimate = cel_cost::cost(p.expression(), widths);
+    if estimate > MAX_COST {
+        return Eval::TooCostly(estimate);
+    }
     let run = || -> Eval {
         let mut ctx = Context::default();
         if let Some(map) = obj.as_object() {
@@ -130,6 +149,19 @@ fn eval(p: &Program, obj: &Value) -> Eval {
         .unwrap_or_else(|_| Eval::Error("the CEL evaluator failed on this object".to_string()))
 }
 
+/// The verdict on an object whose expression was not run: over the evaluation budget.
+fn over_budget(name: &str, estimate: u64, w: Widths) -> Assessment {
+    Assessment::new(
+        HealthStatus::Failed,
+        format!(
+            "healthCheckExprs: {name} was not evaluated: on this object (lists of up to {} \
+             items, strings of up to {} bytes) its estimated cost is {estimate} steps, over \
+             the budget of {MAX_COST}; walk fewer or shorter lists",
+            w.items, w.chars
+        ),
+    )
+}
+
 impl HealthRules {
     /// The verdict of the first entry for `group`/`kind`, if there is one.
     pub(super) fn evaluate(&self, group: &str, kind: &str, obj: &Value) -> Option<Assessment> {
@@ -137,36 +169,28 @@ impl HealthRules {
             .rules
             .iter()
             .find(|r| r.kind == kind && r.group == group)?;
+        let widths = Widths::of(obj);
         let mut errors = Vec::new();
-        let mut check = |name: &str, p: &Program| match eval(p, obj) {
-            Eval::True => true,
-            Eval::False => false,
-            Eval::Error(e) => {
-                errors.push(format!("{name}: {e}"));
-                false
-            }
-        };
-        if rule.failed.as_ref().is_some_and(|p| check("failed", p)) {
-            return Some(Assessment::new(
-                HealthStatus::Failed,
-                "healthCheckExprs: failed is true",
-            ));
-        }
-        if check("current", &rule.current) {
-            return Some(Assessment::new(
-                HealthStatus::Current,
-                "healthCheckExprs: current is true",
-            ));
-        }
-        if rule
-            .in_progress
-            .as_ref()
-            .is_some_and(|p| check("inProgress", p))
-        {
-            return Some(Assessment::new(
+        let in_order = [
+            ("failed", rule.failed.as_ref(), HealthStatus::Failed),
+            ("current", Some(&rule.current), HealthStatus::Current),
+            (
+                "inProgress",
+                rule.in_progress.as_ref(),
                 HealthStatus::InProgress,
-                "healthCheckExprs: inProgress is true",
-            ));
+            ),
+        ];
+        for (name, program, status) in in_order {
+            let Some(program) = program else { continue };
+            match eval(program, obj, widths) {
+                Eval::True => {
+                    let msg = format!("healthCheckExprs: {name} is true");
+                    return Some(Assessment::new(status, msg));
+                }
+                Eval::False => {}
+                Eval::Error(e) => errors.push(format!("{name}: {e}")),
+                Eval::TooCostly(estimate) => return Some(over_budget(name, estimate, widths)),
+            }
         }
         let mut msg = "healthCheckExprs: current is not true yet".to_string();
         if !errors.is_empty() {

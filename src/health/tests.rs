@@ -465,3 +465,49 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn loops_nested_too_deep_are_refused_when_compiled() {
+    let deep = HealthCheckExpr {
+        current: "self.a.all(w, self.a.all(x, self.a.all(y, self.a.all(z, w == z))))".into(),
+        ..widget_exprs()[0].clone()
+    };
+    let err = compile(&[deep]).unwrap_err();
+    assert_eq!(err.field, "current");
+    assert!(
+        err.message.contains("loops nest 4 deep; the limit is 3"),
+        "{err}"
+    );
+    // Three levels compile; what they cost is judged on each object.
+    let three = HealthCheckExpr {
+        current: "self.a.all(x, self.a.all(y, self.a.all(z, x == z)))".into(),
+        ..widget_exprs()[0].clone()
+    };
+    assert!(compile(&[three]).is_ok());
+}
+
+#[test]
+fn an_expression_too_costly_for_this_object_is_not_run_and_fails_naming_the_budget() {
+    let rules = compile(&[HealthCheckExpr {
+        current: "status.items.all(x, status.items.exists(y, x == y))".into(),
+        ..widget_exprs()[0].clone()
+    }])
+    .unwrap();
+    let widget = |n: usize| {
+        let items: Vec<u64> = (0..n as u64).collect();
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+            "status": {"items": items}})
+    };
+    // Small: evaluated, and true.
+    assert_eq!(assess(&widget(50), &rules).status, HealthStatus::Current);
+    // 20 000 items, nested twice: 4·10⁸ steps estimated, never run.
+    let a = assess(&widget(20_000), &rules);
+    assert_eq!(a.status, HealthStatus::Failed);
+    assert!(
+        a.message.contains("current was not evaluated")
+            && a.message.contains("lists of up to 20000 items")
+            && a.message.contains("over the budget of 1000000"),
+        "{}",
+        a.message
+    );
+}

@@ -350,6 +350,60 @@ async fn an_expression_that_does_not_compile_stalls_at_once() {
     op.stop().await;
 }
 
+/// A tenant's CEL that would walk a big object in nested loops is never run on the worker
+/// every tenant shares: it fails at once, naming the budget, and the object stays applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expression_too_costly_for_its_object_fails_at_once_without_running() {
+    let (env, ns) = namespace().await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    let pkg = Package::start().await;
+    let data: serde_json::Map<String, Value> = (0..20_000)
+        .map(|i| (format!("k{i:05}"), json!("v")))
+        .collect();
+    release_of(
+        &ns,
+        &pkg,
+        "costly",
+        json!({"c": {"cm": configmap("costly", Value::Object(data))}}),
+        json!({"timeout": "10m", "healthCheckExprs": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "current": "data.all(k, data.exists(j, k == j))"}]}),
+    )
+    .await;
+    let got = wait_rel(
+        &ns.client,
+        &ns.name,
+        "costly",
+        "HealthCheckFailed",
+        reason_is_rel("HealthCheckFailed"),
+    )
+    .await;
+    let msg = ready_msg(&got);
+    assert!(
+        msg.contains("current was not evaluated")
+            && msg.contains("lists of up to 20000 items")
+            && msg.contains("over the budget of 1000000"),
+        "{msg}"
+    );
+    // Failed at once, not at the ten-minute timeout.
+    let s = got.status.unwrap();
+    let applied = s.last_applied_at.clone().expect("applied").0;
+    let failed = condition(&s, "Ready")
+        .expect("Ready")
+        .last_transition_time
+        .clone()
+        .expect("time")
+        .0;
+    assert!(
+        failed.duration_since(applied).as_secs_f64() < 60.0,
+        "failed {failed} after the apply at {applied}"
+    );
+    // Nothing lost: the object is there.
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(ns.client.clone(), &ns.name);
+    assert_eq!(cms.get("costly").await.unwrap().data.unwrap().len(), 20_000);
+    op.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_custom_resource_judged_by_cel_gates_ready_and_its_dependents() {
     let (env, ns) = namespace().await;
