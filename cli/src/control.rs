@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::discovery::ApiResource;
 use opm_core::constants::{REQUESTED_AT_ANNOTATION, conditions as ct};
 use opm_core::{Kind, ReleaseKey, ReleaseObject};
 use serde_json::json;
@@ -110,14 +109,7 @@ async fn annotate_source(s: &Session, obj: &ReleaseObject, requested: &str) -> R
     } else {
         r.api_version.clone()
     };
-    let (group, version) = opm_core::object::split_api_version(&api_version);
-    let resource = ApiResource {
-        group,
-        version,
-        api_version: api_version.clone(),
-        kind: r.kind.clone(),
-        plural: format!("{}s", r.kind.to_ascii_lowercase()),
-    };
+    let resource = opm_operator::source::api_resource(&api_version, &r.kind);
     let api: Api<DynamicObject> = Api::namespaced_with(s.client.clone(), &namespace, &resource);
     let patch = json!({"metadata": {"annotations": {FLUX_REQUESTED_AT: requested}}});
     let what = format!("{} {namespace}/{}", r.kind, r.name);

@@ -12,7 +12,6 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use opm_core::constants::FIELD_MANAGER;
 use opm_core::input::{ApiError, InputKind, LiveMeta, LiveObject};
-use opm_core::object::split_api_version;
 use opm_core::{
     DesiredObject, ReleaseKey, ReleaseObject, ResourceId, inventory, ownership, policy,
     render_value,
@@ -618,30 +617,16 @@ async fn source_artifact(s: &Session, r: &opm_core::api::Release) -> Result<(Str
     } else {
         sr.api_version.clone()
     };
-    let (group, version) = split_api_version(&api_version);
-    let resource = kube::discovery::ApiResource {
-        group,
-        version,
-        api_version,
-        kind: sr.kind.clone(),
-        plural: format!("{}s", sr.kind.to_ascii_lowercase()),
-    };
+    let resource = opm_operator::source::api_resource(&api_version, &sr.kind);
     let what = format!("{} {namespace}/{}", sr.kind, sr.name);
     let src = Api::<DynamicObject>::namespaced_with(s.client.clone(), &namespace, &resource)
         .get(&sr.name)
         .await
         .map_err(|e| CliError::api(format!("reading the source {what}"), &e))?;
-    let artifact = src.data.pointer("/status/artifact");
-    let field = |f: &str| {
-        artifact
-            .and_then(|a| a.get(f))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    match (field("url"), field("digest")) {
-        (Some(u), Some(d)) => Ok((u, d)),
-        _ => Err(CliError::Other(format!(
-            "the source {what} has no artifact yet; give --path DIR to diff a local release package"
+    match opm_operator::source::artifact_of(&src.data) {
+        Ok(a) => Ok((a.url, a.digest)),
+        Err(e) => Err(CliError::Other(format!(
+            "the source {what} has no usable artifact ({e}); give --path DIR to diff a local release package"
         ))),
     }
 }

@@ -104,7 +104,7 @@ pub fn revision(obj: &ReleaseObject) -> String {
 pub fn source(obj: &ReleaseObject) -> String {
     match obj {
         ReleaseObject::ModuleRelease(m) => {
-            format!("{}@{}", m.spec.module.path, m.spec.module.version)
+            format!("{} {}", m.spec.module.path, m.spec.module.version)
         }
         ReleaseObject::Release(r) => {
             let s = &r.spec.source_ref;
