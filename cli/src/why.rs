@@ -27,6 +27,9 @@ pub struct Why {
     pub failures: Vec<FailureLine>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_retry_at: Option<String>,
+    /// Without a retry: the periodic re-check (`spec.interval` after the last attempt).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_check_at: Option<String>,
     pub triggers: Vec<String>,
 }
 
@@ -228,8 +231,29 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
             status.observed_generation
         ));
     }
+    let interval = obj.common().interval.clone().unwrap_or_else(|| "5m".into());
+    let next_check_at = match (
+        &retry,
+        &status.last_attempted_at,
+        opm_core::duration::parse(&interval),
+    ) {
+        (None, Some(last), Ok(d)) if !obj.common().suspend => {
+            let d = jiff::SignedDuration::try_from(d).unwrap_or_default();
+            // No-op checks do not move lastAttemptedAt: a time already past says only the period.
+            match last.0.checked_add(d) {
+                Ok(t) if t > now => Some(format!(
+                    "{} (in {}; spec.interval {interval}, ±5%)",
+                    jiff::Timestamp::from_second(t.as_second()).unwrap_or(t),
+                    output::human(t.duration_since(now))
+                )),
+                _ => Some(format!("every {interval} (spec.interval)")),
+            }
+        }
+        _ => None,
+    };
     Why {
         release: releases::describe(&key),
+        next_check_at,
         state: state.to_string(),
         summary,
         conditions,
@@ -274,7 +298,10 @@ pub fn text(w: &Why) -> String {
     match &w.next_retry_at {
         Some(t) => out.push_str(&format!("{t}\n")),
         None if w.state == "Suspended" => out.push_str("none while suspended\n"),
-        None => out.push_str("at the next interval (no retry scheduled)\n"),
+        None => match &w.next_check_at {
+            Some(t) => out.push_str(&format!("the periodic check at {t}\n")),
+            None => out.push_str("at the next interval (no retry scheduled)\n"),
+        },
     }
     if !w.triggers.is_empty() {
         out.push_str("Would start earlier on:\n");

@@ -76,6 +76,65 @@ async fn a_ready_module_release_seen_and_diffed() {
     assert_eq!(t["components"][0]["objects"][0]["kind"], "ConfigMap");
     assert_eq!(t["components"][0]["objects"][0]["health"], "Current");
 
+    // A release depending on it: tree shows the edge with the dependency's Ready.
+    create_mr(
+        &ns.client,
+        &module_release(
+            &ns.name,
+            "api",
+            json!({}),
+            json!({"dependsOn": [{"name": "web"}]}),
+        ),
+    )
+    .await;
+    wait_for(
+        &ns.client,
+        "ModuleRelease",
+        &ns.name,
+        "api",
+        "api Ready",
+        is_ready,
+    )
+    .await;
+    let r = opm(env, Some(&ns.name), &["tree", "mr/api"]).await;
+    assert_eq!(r.code, 0, "{r}");
+    assert!(
+        r.stdout.starts_with(&format!("ModuleRelease {0}/api (Ready=True ReconciliationSucceeded)\n├── dependsOn ModuleRelease {0}/web (Ready=True ReconciliationSucceeded)\n", ns.name)),
+        "{r}"
+    );
+
+    // YAML is the same document as JSON, for every verb that prints one.
+    for verb in [
+        &["tree", "mr/web"][..],
+        &["why", "mr/web"],
+        &["events", "mr/web"],
+        &["diff", "mr/web"],
+    ] {
+        let y = opm(env, Some(&ns.name), &[verb, &["-o", "yaml"]].concat()).await;
+        let js = opm(env, Some(&ns.name), &[verb, &["-o", "json"]].concat()).await;
+        assert_eq!((y.code, js.code), (0, 0), "{y}\n{js}");
+        let y: Value = serde_saphyr::from_str(&y.stdout).unwrap();
+        let mut js = j(&js.stdout);
+        if verb[0] == "why" {
+            // Relative times ("5s ago") may tick between the two runs.
+            for w in [&mut js] {
+                w["conditions"] = Value::Null;
+                w["nextCheckAt"] = Value::Null;
+            }
+            let mut y = y.clone();
+            y["conditions"] = Value::Null;
+            y["nextCheckAt"] = Value::Null;
+            assert_eq!(y, js, "{verb:?}");
+        } else if verb[0] != "events" {
+            assert_eq!(y, js, "{verb:?}");
+        } else {
+            assert_eq!(
+                y["items"].as_array().map(Vec::len),
+                js["items"].as_array().map(Vec::len)
+            );
+        }
+    }
+
     let r = opm(env, Some(&ns.name), &["why", "mr/web"]).await;
     assert_eq!(r.code, 0, "{r}");
     golden("why-ready.txt", &normalise(&r.stdout, &n));
@@ -251,6 +310,19 @@ async fn get_across_namespaces() {
     assert!(
         r.stderr
             .contains(&format!("No releases found in namespace {}", a.name)),
+        "{r}"
+    );
+    // Nobody handles the request here: --wait gives up at --timeout with exit 1.
+    let r = opm(
+        env,
+        Some(&a.name),
+        &["reconcile", "mr/one", "--wait", "--timeout", "2s"],
+    )
+    .await;
+    assert_eq!(r.code, 1, "{r}");
+    assert!(
+        r.stdout
+            .contains("timed out after 2s waiting for the operator to handle the request"),
         "{r}"
     );
     let r = opm(env, Some(&a.name), &["get", "deployments"]).await;
@@ -714,6 +786,41 @@ async fn a_forbidden_dry_run_is_a_clear_error() {
     // As the admin it works (exit 0: no change).
     let r = opm(env, Some(&ns.name), &["diff", "mr/web"]).await;
     assert_eq!(r.code, 0, "{r}");
+
+    // Once the ServiceAccount may apply what the release renders, --as-release passes.
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "apply"},
+        "rules": [{"apiGroups": ["", "apps"], "resources": ["configmaps", "serviceaccounts", "services", "deployments"], "verbs": ["get", "list", "watch", "create", "patch", "update"]}],
+    }))
+    .unwrap();
+    Api::namespaced(ns.client.clone(), &ns.name)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "apply"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "apply"},
+        "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": ns.name}],
+    }))
+    .unwrap();
+    Api::namespaced(ns.client.clone(), &ns.name)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let mut r = opm(env, Some(&ns.name), &["diff", "mr/web", "--as-release"]).await;
+    for _ in 0..20 {
+        if r.code != 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        r = opm(env, Some(&ns.name), &["diff", "mr/web", "--as-release"]).await;
+    }
+    assert_eq!(r.code, 0, "{r}");
+    assert!(
+        r.stdout
+            .contains(&format!("(dry-run as {deployer}): 0 to create")),
+        "{r}"
+    );
 }
 
 /// `render` is `opm-operator render`; completion scripts for three shells; --help has
