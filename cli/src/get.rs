@@ -84,16 +84,64 @@ fn row(o: &ReleaseObject, all_ns: bool, both: bool, wide: bool, now: Timestamp) 
     r
 }
 
-pub async fn run(s: &Session, target: Target, format: Format) -> Result<String> {
-    let now = Timestamp::now();
+/// How often `--watch` looks again.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `get --watch`: the table, then a row each time a release changes (a new
+/// `resourceVersion`), until interrupted. Polls: one LIST per kind and interval.
+pub async fn watch(s: &Session, target: Target, format: Format) -> Result<String> {
+    use std::io::Write;
+    if !matches!(format, Format::Table | Format::Wide) {
+        return Err(crate::error::CliError::Usage(
+            "--watch prints tables: use -o table or -o wide".into(),
+        ));
+    }
+    let mut seen: std::collections::BTreeMap<ReleaseKey, String> = Default::default();
+    let mut first = true;
+    loop {
+        let items = fetch(s, &target).await?;
+        let both = target.kind.is_none();
+        let changed: Vec<ReleaseObject> = items
+            .into_iter()
+            .filter(|o| {
+                let rv = o.meta().resource_version.clone().unwrap_or_default();
+                seen.insert(o.key(), rv.clone()).as_ref() != Some(&rv)
+            })
+            .collect();
+        if !changed.is_empty() {
+            let text = render(
+                &changed,
+                format,
+                s.all_namespaces,
+                both,
+                false,
+                Timestamp::now(),
+            )?;
+            let text = if first {
+                text
+            } else {
+                text.split_once('\n')
+                    .map(|(_, rows)| rows.to_string())
+                    .unwrap_or_default()
+            };
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+            first = false;
+        }
+        tokio::time::sleep(WATCH_EVERY).await;
+    }
+}
+
+/// The releases the target names: one, or a list of one or both kinds.
+async fn fetch(s: &Session, target: &Target) -> Result<Vec<ReleaseObject>> {
     if let (Some(kind), Some(name)) = (target.kind, &target.name) {
         let key = ReleaseKey {
             kind,
             namespace: s.namespace.clone(),
             name: name.clone(),
         };
-        let obj = releases::read(&s.client, &key).await?;
-        return render(&[obj], format, false, false, true, now);
+        return Ok(vec![releases::read(&s.client, &key).await?]);
     }
     let kinds: Vec<Kind> = match target.kind {
         Some(k) => vec![k],
@@ -104,19 +152,21 @@ pub async fn run(s: &Session, target: Target, format: Format) -> Result<String> 
     for k in &kinds {
         items.extend(releases::list(&s.client, *k, ns).await?);
     }
+    Ok(items)
+}
+
+pub async fn run(s: &Session, target: Target, format: Format) -> Result<String> {
+    let single = target.kind.is_some() && target.name.is_some();
+    let items = fetch(s, &target).await?;
     if items.is_empty() && matches!(format, Format::Table | Format::Wide) {
-        match ns {
-            Some(ns) => eprintln!("No releases found in namespace {ns}."),
-            None => eprintln!("No releases found."),
+        if s.all_namespaces {
+            eprintln!("No releases found.");
+        } else {
+            eprintln!("No releases found in namespace {}.", s.namespace);
         }
         return Ok(String::new());
     }
-    render(
-        &items,
-        format,
-        s.all_namespaces,
-        kinds.len() > 1,
-        false,
-        now,
-    )
+    let both = target.kind.is_none();
+    let all = s.all_namespaces && !single;
+    render(&items, format, all, both, single, Timestamp::now())
 }

@@ -87,6 +87,9 @@ enum Command {
         /// [KIND[/NAME]]: both kinds when omitted.
         #[arg(value_name = "KIND[/NAME]", num_args = 0..=2)]
         target: Vec<String>,
+        /// After the table, print a row each time a release changes (until interrupted).
+        #[arg(short = 'w', long)]
+        watch: bool,
         #[command(flatten)]
         conn: Conn,
         #[command(flatten)]
@@ -221,9 +224,17 @@ fn main() -> ExitCode {
 async fn run(command: Command) -> Result<(String, Verdict), CliError> {
     let ok = |s: String| Ok((s, Verdict::Ok));
     match command {
-        Command::Get { target, conn, out } => {
+        Command::Get {
+            target,
+            watch,
+            conn,
+            out,
+        } => {
             let t = target::parse(&target)?;
             let s = conn.session().await?;
+            if watch {
+                return ok(get::watch(&s, t, out.format).await?);
+            }
             ok(get::run(&s, t, out.format).await?)
         }
         Command::Tree { one, out } => {
@@ -360,7 +371,10 @@ mod tests {
             "wide",
         ])
         .unwrap();
-        let Command::Get { target, conn, out } = cli.command else {
+        let Command::Get {
+            target, conn, out, ..
+        } = cli.command
+        else {
             panic!()
         };
         assert_eq!(target, vec!["mr"]);

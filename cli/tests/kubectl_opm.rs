@@ -875,3 +875,39 @@ async fn render_completion_and_help() {
     assert_eq!(r.code, 2, "{r}");
     assert!(r.stderr.contains("reading kubeconfig /nonexistent"), "{r}");
 }
+
+/// `get --watch` prints the table, then a row when a release changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_watch_prints_changes() {
+    use tokio::io::AsyncBufReadExt;
+    let (env, ns) = namespace().await;
+    create_mr(
+        &ns.client,
+        &module_release(&ns.name, "web", json!({}), json!({})),
+    )
+    .await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-opm"))
+        .args(["get", "mr", "--watch", "-o", "wide", "-n", &ns.name, "--kubeconfig"])
+        .arg(env.kubeconfig_path())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = async || {
+        tokio::time::timeout(WAIT, lines.next_line())
+            .await
+            .expect("a line in time")
+            .unwrap()
+            .expect("a line")
+    };
+    assert!(next().await.starts_with("NAME "));
+    let row = next().await;
+    assert!(row.starts_with("web ") && row.contains(" false "), "{row}");
+    let r = opm(env, Some(&ns.name), &["suspend", "mr/web"]).await;
+    assert_eq!(r.code, 0, "{r}");
+    // No operator: the row changes with the spec (a new resourceVersion), still not Ready.
+    let row = next().await;
+    assert!(row.starts_with("web ") && row.contains(" true "), "{row}");
+    child.kill().await.unwrap();
+}
