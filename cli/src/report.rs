@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// One changed field: its JSON pointer and the values before and after, or only
-/// `secret: true` for a Secret value.
+/// `secret: true` for a Secret value (or a value holding a `valuesFrom` Secret string).
 #[derive(Debug, Serialize, PartialEq, Clone)]
 #[serde(rename_all = "camelCase")]
 pub struct FieldChange {
@@ -111,6 +111,17 @@ pub fn field_changes(
         .map(|segs| {
             let path = fields::format_pointer(&segs);
             if secret_path(id, &segs) {
+                return FieldChange {
+                    path,
+                    old: None,
+                    new: None,
+                    secret: true,
+                };
+            }
+            // A value built from a `valuesFrom` Secret string: its old value most likely
+            // came from that Secret too (whose old content is not at hand to scrub), so
+            // neither side is shown.
+            if fields::get(&b, &segs).is_some_and(|v| scrubbed(v, scrub) != *v) {
                 return FieldChange {
                     path,
                     old: None,
@@ -265,12 +276,28 @@ mod tests {
             &live,
             &dry,
             &["/spec/replicas".into()],
-            &|s| s.replace('9', "<redacted>"),
+            &|s| s.to_string(),
         );
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].path, "/data/a");
         assert_eq!(f[0].old, Some(json!("1")));
-        assert_eq!(f[0].new, Some(json!("<redacted>")));
+        assert_eq!(f[0].new, Some(json!("9")));
+        // A new value holding a Secret string hides both sides; an old one is scrubbed.
+        let hide9 = |s: &str| s.replace('9', "<redacted>");
+        let f = field_changes(&id("ConfigMap"), &live, &dry, &[], &hide9);
+        assert_eq!(
+            f[0],
+            FieldChange {
+                path: "/data/a".into(),
+                old: None,
+                new: None,
+                secret: true
+            }
+        );
+        let hide1 = |s: &str| s.replace('1', "<redacted>");
+        let f = field_changes(&id("ConfigMap"), &live, &dry, &[], &hide1);
+        assert_eq!(f[0].old, Some(json!("<redacted>")));
+        assert_eq!(f[0].new, Some(json!("9")));
     }
 
     #[test]

@@ -259,6 +259,20 @@ async fn a_ready_module_release_seen_and_diffed() {
         .await
         .unwrap();
     assert_eq!(cm.data.unwrap()["message"], "hello");
+
+    // A managed object deleted behind the operator's back (drift mode Warn keeps it gone).
+    Api::<k8s_openapi::api::core::v1::Service>::namespaced(ns.client.clone(), &ns.name)
+        .delete("web", &Default::default())
+        .await
+        .unwrap();
+    let r = opm(env, Some(&ns.name), &["tree", "mr/web"]).await;
+    assert!(
+        r.stdout.contains(&format!(
+            "Service/{}/web: Absent (in the inventory, not in the cluster)",
+            ns.name
+        )),
+        "{r}"
+    );
     op.stop().await;
 }
 
@@ -887,7 +901,16 @@ async fn get_watch_prints_changes() {
     )
     .await;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-opm"))
-        .args(["get", "mr", "--watch", "-o", "wide", "-n", &ns.name, "--kubeconfig"])
+        .args([
+            "get",
+            "mr",
+            "--watch",
+            "-o",
+            "wide",
+            "-n",
+            &ns.name,
+            "--kubeconfig",
+        ])
         .arg(env.kubeconfig_path())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -910,4 +933,79 @@ async fn get_watch_prints_changes() {
     let row = next().await;
     assert!(row.starts_with("web ") && row.contains(" true "), "{row}");
     child.kill().await.unwrap();
+}
+
+/// Values from a Secret (`valuesFrom`) that land in a ConfigMap: when the Secret changes,
+/// diff says the field changed and prints neither the old nor the new string.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_never_prints_strings_from_a_values_secret() {
+    use k8s_openapi::api::core::v1::Secret;
+    let (env, ns) = namespace().await;
+    let secret = |text: &str| -> Secret {
+        serde_json::from_value(
+            json!({"metadata": {"name": "vals"}, "stringData": {"values.yaml": text}}),
+        )
+        .unwrap()
+    };
+    let secrets: Api<Secret> = Api::namespaced(ns.client.clone(), &ns.name);
+    secrets
+        .create(
+            &PostParams::default(),
+            &secret("message: first-secret-message\n"),
+        )
+        .await
+        .unwrap();
+    let op = Operator::start(env, &ns.name).await;
+    let mr = module_release(
+        &ns.name,
+        "web",
+        json!(null),
+        json!({"valuesFrom": [{"kind": "Secret", "name": "vals"}]}),
+    );
+    create_mr(&ns.client, &mr).await;
+    wait_for(
+        &ns.client,
+        "ModuleRelease",
+        &ns.name,
+        "web",
+        "Ready",
+        is_ready,
+    )
+    .await;
+    op.stop().await;
+    let r = opm(env, Some(&ns.name), &["diff", "mr/web"]).await;
+    assert_eq!(r.code, 0, "{r}");
+
+    secrets
+        .replace(
+            "vals",
+            &PostParams::default(),
+            &secret("message: second-secret-message\n"),
+        )
+        .await
+        .unwrap();
+    for format in ["table", "json"] {
+        let r = opm(env, Some(&ns.name), &["diff", "mr/web", "-o", format]).await;
+        assert_eq!(r.code, 1, "{r}");
+        for text in ["first-secret-message", "second-secret-message"] {
+            assert!(
+                !r.stdout.contains(text) && !r.stderr.contains(text),
+                "{text} printed: {r}"
+            );
+        }
+        if format == "table" {
+            assert!(
+                r.stdout
+                    .contains("/data/message: changed (Secret value not shown)"),
+                "{r}"
+            );
+        } else {
+            let d = j(&r.stdout);
+            assert_eq!(
+                d["changed"][0]["fields"],
+                json!([{"path": "/data/message", "secret": true}]),
+                "{d}"
+            );
+        }
+    }
 }
