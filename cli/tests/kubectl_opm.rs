@@ -53,6 +53,40 @@ async fn a_ready_module_release_seen_and_diffed() {
     assert_eq!(r.code, 0, "{r}");
     let y: Value = serde_saphyr::from_str(&r.stdout).unwrap();
     assert_eq!(y["spec"]["values"]["message"], "hello");
+    // As a kubectl plugin: the real kubectl finds `kubectl-opm` on PATH.
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_kubectl-opm"))
+        .parent()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = tokio::process::Command::new(opm_testenv::tools::kubectl_bin().unwrap())
+        .args([
+            "opm",
+            "get",
+            "mr/web",
+            "-o",
+            "json",
+            "-n",
+            &ns.name,
+            "--kubeconfig",
+        ])
+        .arg(env.kubeconfig_path())
+        .env("PATH", path)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        j(&String::from_utf8_lossy(&out.stdout))["metadata"]["name"],
+        "web"
+    );
     let r = opm(env, Some(&ns.name), &["get", "mr/nope"]).await;
     assert_eq!(r.code, 2, "{r}");
     assert!(
@@ -600,7 +634,9 @@ fn secret(name: &str, password: &str) -> Value {
 async fn diff_of_a_release_prune_secret_and_ownership() {
     let (env, ns) = namespace().await;
     let server = opm_testenv::ArtifactServer::start().await.unwrap();
-    let old = json!({"app": {"a": cm("a", json!({"k": "1"})), "b": cm("b", json!({"k": "2"})), "creds": secret("creds", "old-secret-value-1")}});
+    let mut frozen = cm("frozen", json!({"k": "1"}));
+    frozen["immutable"] = json!(true);
+    let old = json!({"app": {"a": cm("a", json!({"k": "1"})), "b": cm("b", json!({"k": "2"})), "creds": secret("creds", "old-secret-value-1"), "frozen": frozen}});
     publish(&server, &ns.client, &ns.name, "src", &package_files(&old)).await;
     let op = Operator::start(env, &ns.name).await;
     create_rel(
@@ -622,9 +658,11 @@ async fn diff_of_a_release_prune_secret_and_ownership() {
         r.code, 0,
         "the source's own artifact is what is applied: {r}"
     );
-    assert!(r.stdout.contains("3 unchanged"), "{r}");
+    assert!(r.stdout.contains("4 unchanged"), "{r}");
 
-    let new = json!({"app": {"a": cm("a", json!({"k": "1"})), "creds": secret("creds", "new-secret-value-2"), "foreign": cm("foreign", json!({"x": "z"}))}});
+    let mut refrozen = cm("frozen", json!({"k": "2"}));
+    refrozen["immutable"] = json!(true);
+    let new = json!({"app": {"a": cm("a", json!({"k": "1"})), "creds": secret("creds", "new-secret-value-2"), "foreign": cm("foreign", json!({"x": "z"})), "frozen": refrozen.clone()}});
     let dir = tempfile::tempdir().unwrap();
     write_package(dir.path(), &new);
     let path = dir.path().to_str().unwrap();
@@ -671,9 +709,44 @@ async fn diff_of_a_release_prune_secret_and_ownership() {
         json!([{"path": "/data/password", "secret": true}]),
         "only the changed key"
     );
-    assert_eq!(d["refused"][0]["name"], "foreign");
-    assert_eq!(d["refused"][0]["reason"], "OwnershipConflict");
+    let refused: Vec<(&str, &str)> = d["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["name"].as_str().unwrap(), x["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        refused,
+        [("foreign", "OwnershipConflict"), ("frozen", "ApplyFailed")]
+    );
+    assert!(
+        d["refused"][1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("immutable"),
+        "{d}"
+    );
     assert_eq!(d["unchanged"], 1);
+
+    // With releases.opmodel.dev/force: enabled the immutable object would be recreated.
+    refrozen["metadata"]["annotations"] = json!({"releases.opmodel.dev/force": "enabled"});
+    let forced = json!({"app": {"a": cm("a", json!({"k": "1"})), "b": cm("b", json!({"k": "2"})), "creds": secret("creds", "old-secret-value-1"), "frozen": refrozen}});
+    let dirf = tempfile::tempdir().unwrap();
+    write_package(dirf.path(), &forced);
+    let r = opm(
+        env,
+        Some(&ns.name),
+        &["diff", "rel/shop", "--path", dirf.path().to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(r.code, 1, "{r}");
+    assert!(
+        r.stdout.contains(&format!(
+            "~ ConfigMap/{}/frozen (would be deleted and recreated: ",
+            ns.name
+        )),
+        "{r}"
+    );
 
     // With prune off the dropped object would be orphaned, not deleted: still a change.
     Api::<opm_core::api::Release>::namespaced(ns.client.clone(), &ns.name)
@@ -684,7 +757,7 @@ async fn diff_of_a_release_prune_secret_and_ownership() {
         )
         .await
         .unwrap();
-    let only_drop = json!({"app": {"a": cm("a", json!({"k": "1"})), "creds": secret("creds", "old-secret-value-1")}});
+    let only_drop = json!({"app": {"a": cm("a", json!({"k": "1"})), "creds": secret("creds", "old-secret-value-1"), "frozen": frozen.clone()}});
     let dir2 = tempfile::tempdir().unwrap();
     write_package(dir2.path(), &only_drop);
     let r = opm(
@@ -702,7 +775,7 @@ async fn diff_of_a_release_prune_secret_and_ownership() {
         "{r}"
     );
     assert!(
-        r.stdout.contains("2 unchanged"),
+        r.stdout.contains("3 unchanged"),
         "an unchanged Secret value is unchanged: {r}"
     );
     op.stop().await;
