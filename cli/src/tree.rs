@@ -55,14 +55,12 @@ fn ready_words(obj: &ReleaseObject) -> String {
 pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
     let key = obj.key();
     let status = releases::status(obj);
-    let rules = match health::compile(&obj.common().health_check_exprs) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            eprintln!("warning: healthCheckExprs do not compile ({e}); using the built-in rules");
-            None
-        }
-    };
-    let rules = rules.unwrap_or_else(|| health::compile(&[]).expect("no rules compile"));
+    // A rule that does not compile stalls the release (SPEC §26); here the built-in rules
+    // still say what they can.
+    let rules = health::compile(&obj.common().health_check_exprs).unwrap_or_else(|e| {
+        eprintln!("warning: healthCheckExprs do not compile ({e}); using the built-in rules");
+        HealthRules::default()
+    });
     let resolver = opm_operator::discovery::Resolver::new(s.client.clone());
     let mut by_component: BTreeMap<String, Vec<Node>> = BTreeMap::new();
     for e in status.inventory.iter().flat_map(|i| i.entries.iter()) {

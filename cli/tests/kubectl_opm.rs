@@ -199,6 +199,10 @@ async fn a_ready_module_release_seen_and_diffed() {
     // No change: exit 0.
     let r = opm(env, Some(&ns.name), &["diff", "mr/web"]).await;
     assert_eq!(r.code, 0, "{r}");
+    eprintln!(
+        "figure: `kubectl opm diff mr/web` (4 objects, cue render + 4 dry-runs) took {:?}",
+        r.elapsed
+    );
     assert!(
         r.stdout
             .contains("0 to create, 0 to change, 0 to prune, 0 to orphan, 0 refused, 4 unchanged"),
@@ -539,6 +543,20 @@ async fn a_stalled_release_reconcile_fails_and_why_explains() {
         "{w}"
     );
     assert!(w["nextRetryAt"].as_str().unwrap().contains("(in "), "{w}");
+
+    // events shows the Warning once (SPEC §11: no storm while stalled).
+    let r = opm(env, Some(&ns.name), &["events", "mr/bad", "-o", "wide"]).await;
+    assert_eq!(r.code, 0, "{r}");
+    let warnings: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.contains(" Warning "))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{r}");
+    assert!(
+        warnings[0].contains("RenderFailed") && warnings[0].contains("Render"),
+        "{r}"
+    );
 
     // get shows the stall and its retry.
     let r = opm(env, Some(&ns.name), &["get", "mr"]).await;

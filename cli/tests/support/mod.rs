@@ -246,6 +246,8 @@ pub fn is_ready(o: &Value) -> bool {
 /// One run of the real binary.
 pub struct Run {
     pub code: i32,
+    /// Wall time of the process, for the figures the suite prints (never asserted).
+    pub elapsed: Duration,
     pub stdout: String,
     pub stderr: String,
 }
@@ -284,8 +286,10 @@ async fn run(mut cmd: tokio::process::Command) -> Run {
     cmd.env("OPM_CUE_BIN", opm_testenv::tools::cue_bin().expect("cue"))
         .env("CUE_REGISTRY", registry.registry())
         .env_remove("KUBECONFIG");
+    let start = Instant::now();
     let out = cmd.output().await.expect("run kubectl-opm");
     Run {
+        elapsed: start.elapsed(),
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
