@@ -55,9 +55,10 @@ pub async fn run(s: &Session, key: &ReleaseKey, opts: &DiffOpts) -> Result<Repor
     let obj = releases::read(&s.client, key).await?;
     let (client, identity) = check_identity(s, &obj, opts).await?;
     let mut secrets = SecretTable::default();
-    let exported = render(s, &client, &obj, opts, &mut secrets).await?;
+    let (mut exported, bytes) = render(s, &client, &obj, opts, &mut secrets).await?;
     let resolver = Resolver::new(client.clone());
-    let mut exported = exported;
+    // As the driver does: Secret values become digests in the manifests (restored right
+    // before each dry-run), which also teaches `secrets` every value to scrub from output.
     secrets.redact_render(&mut exported);
     secrets.redact_render_strings(&mut exported);
     let cluster_scoped = resolver
@@ -77,6 +78,14 @@ pub async fn run(s: &Session, key: &ReleaseKey, opts: &DiffOpts) -> Result<Repor
             secrets.scrub(&f.message)
         ))
     };
+    // The operator's default caps (SPEC §24): a render it would refuse is refused here.
+    render_value::check_caps(
+        &exported,
+        bytes,
+        opm_core::config::DEFAULT_MAX_RENDER_OBJECTS,
+        opm_core::config::DEFAULT_MAX_RENDER_BYTES,
+    )
+    .map_err(fail)?;
     let mut objects =
         render_value::build_owned(exported, &cluster_scoped, &release_id).map_err(fail)?;
     ownership::strip_policies(&mut objects);
@@ -454,7 +463,7 @@ async fn render(
     obj: &ReleaseObject,
     opts: &DiffOpts,
     secrets: &mut SecretTable,
-) -> Result<Value> {
+) -> Result<(Value, u64)> {
     let key = obj.key();
     let cache = match &opts.cache_dir {
         Some(d) => Dir::Kept(d.clone()),
@@ -478,7 +487,7 @@ async fn render(
             .render_package(dir)
             .await
             .map_err(|e| render_error(e, secrets))?;
-        return Ok(r.exported);
+        return Ok((r.exported, r.bytes));
     }
     match obj {
         ReleaseObject::ModuleRelease(m) => {
@@ -554,7 +563,7 @@ async fn render(
                 .render_module_cached_with(&module, &values, &identity, credentials)
                 .await
                 .map_err(|e| render_error(e, secrets))?;
-            Ok(opm_operator::rendered::Rendered::into_parts(r).0)
+            Ok(opm_operator::rendered::Rendered::into_parts(r))
         }
         ReleaseObject::Release(r) => {
             if opts.values.is_some() || opts.version.is_some() {
@@ -585,7 +594,7 @@ async fn render(
                 .render_package(&dir)
                 .await
                 .map_err(|e| render_error(e, secrets))?;
-            Ok(rendered.exported)
+            Ok((rendered.exported, rendered.bytes))
         }
     }
 }

@@ -544,6 +544,15 @@ async fn a_stalled_release_reconcile_fails_and_why_explains() {
     );
     assert!(w["nextRetryAt"].as_str().unwrap().contains("(in "), "{w}");
 
+    // diff of the stalled release: the render fails, an error (exit 2) naming the field.
+    let r = opm(env, Some(&ns.name), &["diff", "mr/bad"]).await;
+    assert_eq!(r.code, 2, "{r}");
+    assert!(
+        r.stderr.contains("render failed") && r.stderr.contains("replicas"),
+        "{r}"
+    );
+    assert!(r.stdout.is_empty(), "{r}");
+
     // events shows the Warning once (SPEC §11: no storm while stalled).
     let r = opm(env, Some(&ns.name), &["events", "mr/bad", "-o", "wide"]).await;
     assert_eq!(r.code, 0, "{r}");
