@@ -17,6 +17,9 @@ use crate::releases;
 pub struct Tree {
     pub release: String,
     pub ready: String,
+    /// The `Drifted=True` condition's message (SPEC §20), when the operator found drift.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drifted: Option<String>,
     pub depends_on: Vec<Dependency>,
     pub components: Vec<Component>,
 }
@@ -44,6 +47,24 @@ pub struct Node {
     pub health: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// Named by the operator's last drift check.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub drifted: bool,
+}
+
+/// Whether the `Drifted` message (`opm_core::drift::detailed_message`: "N resource(s)
+/// drifted from desired state: Kind/ns/name (…), …") names this object.
+fn named_in(message: &str, id: &ResourceId) -> bool {
+    let Some((_, names)) = message.split_once(": ") else {
+        return false;
+    };
+    let display = id.display();
+    names.match_indices(&display).any(|(i, _)| {
+        let before = &names[..i];
+        let after = &names[i + display.len()..];
+        (before.is_empty() || before.ends_with(", "))
+            && (after.is_empty() || after.starts_with(" (") || after.starts_with(", "))
+    })
 }
 
 fn ready_words(obj: &ReleaseObject) -> String {
@@ -62,10 +83,14 @@ pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
         HealthRules::default()
     });
     let resolver = opm_operator::discovery::Resolver::new(s.client.clone());
+    let drifted_message = releases::condition(&status, opm_core::constants::conditions::DRIFTED)
+        .filter(|c| c.status == "True")
+        .map(|c| c.message.clone());
     let mut by_component: BTreeMap<String, Vec<Node>> = BTreeMap::new();
     for e in status.inventory.iter().flat_map(|i| i.entries.iter()) {
         let id = ResourceId::from_entry(e);
         let (health, message) = judge(s, &resolver, &id, &rules).await;
+        let drifted = drifted_message.as_deref().is_some_and(|m| named_in(m, &id));
         let component = if e.component.is_empty() {
             "(none)".to_string()
         } else {
@@ -75,6 +100,7 @@ pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
             id,
             health,
             message,
+            drifted,
         });
     }
     let mut depends_on = Vec::new();
@@ -105,6 +131,7 @@ pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
     Ok(Tree {
         release: releases::describe(&key),
         ready: ready_words(obj),
+        drifted: drifted_message,
         depends_on,
         components: by_component
             .into_iter()
@@ -142,6 +169,9 @@ async fn judge(
 /// The tree as text, with box-drawing branches.
 pub fn text(t: &Tree) -> String {
     let mut out = format!("{} ({})\n", t.release, t.ready);
+    if let Some(d) = &t.drifted {
+        out.push_str(&format!("Drifted: {d}\n"));
+    }
     let n = t.depends_on.len() + t.components.len();
     let mut i = 0;
     let branch = |last: bool| if last { "└── " } else { "├── " };
@@ -169,6 +199,9 @@ pub fn text(t: &Tree) -> String {
             if !o.message.is_empty() {
                 line.push_str(&format!(" ({})", o.message));
             }
+            if o.drifted {
+                line.push_str(", drifted");
+            }
             out.push_str(&line);
             out.push('\n');
         }
@@ -177,4 +210,48 @@ pub fn text(t: &Tree) -> String {
         out.push_str("(no inventory: nothing applied yet)\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(kind: &str, name: &str) -> ResourceId {
+        ResourceId {
+            kind: kind.into(),
+            namespace: "demo".into(),
+            name: name.into(),
+            version: "v1".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn objects_named_by_the_drift_message() {
+        let ids = [
+            id("Service", "web"),
+            id("ConfigMap", "web"),
+            id("ConfigMap", "web-config"),
+        ];
+        let drifted: Vec<ResourceId> = ids[1..].to_vec();
+        let details: Vec<opm_core::input::ObjectDrift> = drifted
+            .iter()
+            .map(|i| opm_core::input::ObjectDrift {
+                id: i.clone(),
+                missing: true,
+                fields: vec![],
+            })
+            .collect();
+        for m in [
+            opm_core::drift::message(&drifted),
+            opm_core::drift::detailed_message(&details),
+        ] {
+            assert!(!named_in(&m, &ids[0]), "{m}");
+            assert!(named_in(&m, &ids[1]) && named_in(&m, &ids[2]), "{m}");
+        }
+        assert!(
+            !named_in(&opm_core::drift::message(&ids[2..]), &ids[1]),
+            "a prefix is not a name"
+        );
+    }
 }

@@ -303,12 +303,31 @@ async fn a_ready_module_release_seen_and_diffed() {
         .delete("web", &Default::default())
         .await
         .unwrap();
+    // An attempt now (the drift check of an unchanged release) finds it missing.
+    let r = opm(
+        env,
+        Some(&ns.name),
+        &["reconcile", "mr/web", "--wait", "--timeout", "60s"],
+    )
+    .await;
+    assert_eq!(r.code, 0, "drift mode Warn leaves Ready alone: {r}");
     let r = opm(env, Some(&ns.name), &["tree", "mr/web"]).await;
     assert!(
         r.stdout.contains(&format!(
-            "Service/{}/web: Absent (in the inventory, not in the cluster)",
+            "Drifted: 1 resource(s) drifted from desired state: Service/{}/web (missing)\n",
             ns.name
         )),
+        "{r}"
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "Service/{}/web: Absent (in the inventory, not in the cluster), drifted\n",
+            ns.name
+        )),
+        "{r}"
+    );
+    assert!(
+        !r.stdout.contains("web-config: Current (applied), drifted"),
         "{r}"
     );
     op.stop().await;
