@@ -572,6 +572,11 @@ async fn a_stalled_release_reconcile_fails_and_why_explains() {
     );
     assert!(r.stdout.is_empty(), "{r}");
 
+    let r = opm(env, Some(&ns.name), &["events", "mr/bad"]).await;
+    // The layout is ours; cue's text (file positions, cache paths) is not.
+    let cue_text = regex::Regex::new(r"(CUE evaluation failed: _m.#config.replicas:).*").unwrap();
+    let table = cue_text.replace_all(&r.stdout, "$1 …").into_owned();
+    golden("events-stalled.txt", &normalise(&table, &[&ns.name]));
     // events shows the Warning once (SPEC §11: no storm while stalled).
     let r = opm(env, Some(&ns.name), &["events", "mr/bad", "-o", "wide"]).await;
     assert_eq!(r.code, 0, "{r}");

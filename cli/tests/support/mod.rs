@@ -298,7 +298,7 @@ async fn run(mut cmd: tokio::process::Command) -> Run {
 
 /// Replaces what changes from run to run: the namespaces (as `NS`, `NS2`, …, in the order
 /// given), ages and future times in tables (`<age>`, `in <age>`), RFC 3339 times
-/// (`<time>`), and runs of padding (three spaces, since a column's width follows its
+/// (`<time>`), temporary directory names, and runs of padding (three spaces, since a column's width follows its
 /// longest cell).
 pub fn normalise(text: &str, namespaces: &[&str]) -> String {
     let mut out = text.to_string();
@@ -314,6 +314,9 @@ pub fn normalise(text: &str, namespaces: &[&str]) -> String {
         let re = regex::Regex::new(&format!(r"\b{}\b", regex::escape(n))).unwrap();
         out = re.replace_all(&out, token.as_str()).into_owned();
     }
+    // Temporary directories (cue's module cache in the operator's cache dir).
+    let tmp = regex::Regex::new(r"\.tmp[A-Za-z0-9]{6}").unwrap();
+    out = tmp.replace_all(&out, ".tmpXXXXXX").into_owned();
     let time = regex::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z").unwrap();
     out = time.replace_all(&out, "<time>").into_owned();
     let age = regex::Regex::new(r"\b\d+(y\d+d|y|d\d+h|d|h\d+m|h|m\d+s|m|s)\b").unwrap();
