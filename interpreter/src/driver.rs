@@ -680,7 +680,8 @@ fn wrote(
 
 /// The objects under `components.<c>.<key>` of an exported render (borrowed: a render at
 /// the caps is not copied for the scope lookup).
-fn flatten(exported: &Value) -> Vec<&Value> {
+/// Public for `kubectl opm diff`, which asks discovery the same question.
+pub fn flatten(exported: &Value) -> Vec<&Value> {
     exported
         .get("components")
         .and_then(Value::as_object)

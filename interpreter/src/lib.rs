@@ -22,6 +22,7 @@ pub mod redact;
 pub mod registry_auth;
 pub mod release_path;
 pub mod render;
+pub mod render_cmd;
 pub mod rendered;
 pub mod size_flag;
 

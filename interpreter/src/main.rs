@@ -1,12 +1,7 @@
 //! `opm-operator`: the operator process and its offline tools.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
-use anyhow::bail;
-use clap::{Args, Parser, Subcommand};
-use opm_operator::module_ref::{ModuleRef, ReleaseIdentity};
-use opm_operator::render::{DEFAULT_RENDER_TIMEOUT, RenderConfig, Renderer};
+use clap::{Parser, Subcommand};
+use opm_operator::render_cmd::RenderArgs;
 use opm_operator::run::RunArgs;
 
 #[derive(Debug, Parser)]
@@ -30,78 +25,15 @@ enum Command {
     Crds,
 }
 
-/// How `cue` is run (shared by `run` and `render`).
-#[derive(Debug, Args)]
-struct CueArgs {
-    /// The `cue` binary (pinned version).
-    #[arg(long, env = "OPM_CUE_BIN", default_value_os_t = default_cue_binary())]
-    cue_binary: PathBuf,
-    /// Registry for CUE modules, as `CUE_REGISTRY` (e.g. `127.0.0.1:5000+insecure`).
-    #[arg(long, env = "CUE_REGISTRY")]
-    cue_registry: Option<String>,
-    /// Deadline of one `cue` run.
-    #[arg(long, value_parser = parse_duration, default_value = "60s")]
-    render_timeout: Duration,
-}
-
-#[derive(Debug, Args)]
-struct RenderArgs {
-    /// A release package directory (holding `release.cue`).
-    #[arg(required_unless_present = "module", conflicts_with = "module")]
-    dir: Option<PathBuf>,
-    /// A module to render as a ModuleRelease: `path@version`
-    /// (e.g. `example.com/modules/web@v0.2.1`).
-    #[arg(long)]
-    module: Option<String>,
-    /// Values for the module (YAML or JSON), unified with its `#config`.
-    #[arg(long, requires = "module", conflicts_with = "dir")]
-    values: Option<PathBuf>,
-    /// Values files merged in order before `--values`, as `valuesFrom` is (SPEC §27):
-    /// `FILE` (a YAML/JSON mapping, merged at the root) or `TARGET.PATH=FILE` (the file's
-    /// text as one string at that dot path). Repeatable.
-    #[arg(
-        long = "values-from-file",
-        value_name = "[PATH=]FILE",
-        requires = "module",
-        conflicts_with = "dir"
-    )]
-    values_from_file: Vec<opm_operator::local_values::FileRef>,
-    /// Release name handed to the module.
-    #[arg(long, default_value = "release", conflicts_with = "dir")]
-    name: String,
-    /// Release namespace handed to the module.
-    #[arg(long, default_value = "default", conflicts_with = "dir")]
-    namespace: String,
-    /// Directory for caches (`cue`'s module cache goes to `<dir>/cue`).
-    #[arg(long)]
-    cache_dir: Option<PathBuf>,
-    #[command(flatten)]
-    cue: CueArgs,
-}
-
-/// The agreed tool location (`tools/install`), else `cue` on `PATH`.
-fn default_cue_binary() -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
-    cache
-        .map(|c| c.join("opm-operator/tools/cue-v0.17.1/bin/cue"))
-        .filter(|p| p.is_file())
-        .unwrap_or_else(|| PathBuf::from("cue"))
-}
-
-/// `90s`, `5m`, `1h30m`, `250ms` or plain seconds; more than zero, at most 24h.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    opm_operator::flags::positive_duration(s)
-}
-
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Render(args) => {
             init_render_logging();
-            render(*args).await
+            opm_operator::render_cmd::render(&args)
+                .await
+                .map(|out| print!("{out}"))
         }
         // `run` installs its own subscriber (`--log-format`), and exits without waiting for
         // detached tasks (watches, endpoints) once the controllers have stopped.
@@ -132,46 +64,12 @@ fn init_render_logging() {
         .init();
 }
 
-async fn render(args: RenderArgs) -> anyhow::Result<()> {
-    let mut config = RenderConfig::new(&args.cue.cue_binary);
-    config.registry = args.cue.cue_registry.clone();
-    config.timeout = if args.cue.render_timeout.is_zero() {
-        DEFAULT_RENDER_TIMEOUT
-    } else {
-        args.cue.render_timeout
-    };
-    config.cue_cache_dir = args.cache_dir.as_ref().map(|d| d.join("cue"));
-    let renderer = Renderer::new(config);
-    let rendered = match (&args.dir, &args.module) {
-        (Some(dir), None) => renderer.render_package(dir).await?,
-        (None, Some(module)) => {
-            let module = ModuleRef::parse(module)?;
-            let values =
-                opm_operator::local_values::merged(&args.values_from_file, args.values.as_deref())
-                    .map_err(anyhow::Error::msg)?;
-            let identity = ReleaseIdentity {
-                name: args.name.clone(),
-                namespace: args.namespace.clone(),
-            };
-            renderer.render_module(&module, &values, &identity).await?
-        }
-        _ => bail!("give either a release package directory or --module"),
-    };
-    let mut out = String::new();
-    for (component, key, object) in rendered.objects() {
-        if !out.is_empty() {
-            out.push_str("---\n");
-        }
-        out.push_str(&format!("# component: {component}, key: {key}\n"));
-        out.push_str(&serde_saphyr::to_string(object)?);
-    }
-    print!("{out}");
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opm_operator::render_cmd::parse_duration;
+    use std::path::PathBuf;
+    use std::time::Duration;
 
     #[test]
     fn durations() {

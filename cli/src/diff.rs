@@ -1,0 +1,641 @@
+//! `kubectl opm diff KIND/NAME`: what the operator would do with a proposed change, proven
+//! by the API server. The release is rendered by the operator's own renderer (`cue`, the
+//! same synthesised package), turned into objects by the core (labels, namespaces, §28
+//! policies), then every object gets a server-side dry-run apply under the identity the
+//! check runs as: the user's, or with `--as-release` the release's ServiceAccount exactly
+//! as the operator impersonates it (SPEC §15), so an RBAC gap shows here, before a merge.
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use opm_core::constants::FIELD_MANAGER;
+use opm_core::input::{ApiError, InputKind, LiveMeta, LiveObject};
+use opm_core::{
+    DesiredObject, ReleaseKey, ReleaseObject, ResourceId, inventory, ownership, policy,
+    render_value,
+};
+use opm_operator::discovery::Resolver;
+use opm_operator::module_ref::{ModuleRef, ReleaseIdentity};
+use opm_operator::render::{RenderConfig, Renderer};
+use opm_operator::render_cmd::CueArgs;
+use opm_operator::secrets::SecretTable;
+use serde_json::Value;
+
+use crate::connect::Session;
+use crate::error::{CliError, Result};
+use crate::releases;
+use crate::report::{Changed, Noted, Refused, Report, field_changes};
+
+/// What is proposed, and how the check runs.
+pub struct DiffOpts {
+    /// Values replacing `spec.values` (ModuleRelease).
+    pub values: Option<PathBuf>,
+    /// A module version replacing `spec.module.version` (ModuleRelease).
+    pub version: Option<String>,
+    /// A local release package rendered instead of the release's source (either kind).
+    pub path: Option<PathBuf>,
+    /// Dry-run as the release's ServiceAccount.
+    pub as_release: bool,
+    /// The ServiceAccount for `--as-release` when the release names none (the operator's
+    /// `--default-service-account`).
+    pub service_account: Option<String>,
+    pub cue: CueArgs,
+    pub cache_dir: Option<PathBuf>,
+}
+
+fn render_error(e: impl std::fmt::Display, secrets: &SecretTable) -> CliError {
+    CliError::Other(format!("render failed: {}", secrets.scrub(&e.to_string())))
+}
+
+/// Computes the report. Errors (exit 2) are those of the check itself: the render, a
+/// Forbidden read or dry-run, an unreachable server.
+pub async fn run(s: &Session, key: &ReleaseKey, opts: &DiffOpts) -> Result<Report> {
+    let obj = releases::read(&s.client, key).await?;
+    let (client, identity) = check_identity(s, &obj, opts).await?;
+    let mut secrets = SecretTable::default();
+    let (mut exported, bytes) = render(s, &client, &obj, opts, &mut secrets).await?;
+    let resolver = Resolver::new(client.clone());
+    // As the driver does: Secret values become digests in the manifests (restored right
+    // before each dry-run), which also teaches `secrets` every value to scrub from output.
+    secrets.redact_render(&mut exported);
+    secrets.redact_render_strings(&mut exported);
+    let cluster_scoped = resolver
+        .cluster_scoped(&opm_operator::driver::flatten(&exported))
+        .await;
+    let uuid = render_value::release_uuid(key.kind, &key.namespace, &key.name);
+    let release_id = render_value::ReleaseIdentity {
+        kind: key.kind,
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        uuid: uuid.clone(),
+    };
+    let fail = |f: opm_core::outcome::Failure| {
+        CliError::Other(format!(
+            "the render would fail ({}): {}",
+            f.reason,
+            secrets.scrub(&f.message)
+        ))
+    };
+    // The operator's default caps (SPEC §24): a render it would refuse is refused here.
+    render_value::check_caps(
+        &exported,
+        bytes,
+        opm_core::config::DEFAULT_MAX_RENDER_OBJECTS,
+        opm_core::config::DEFAULT_MAX_RENDER_BYTES,
+    )
+    .map_err(fail)?;
+    let mut objects =
+        render_value::build_owned(exported, &cluster_scoped, &release_id).map_err(fail)?;
+    ownership::strip_policies(&mut objects);
+    let ignore_rules = obj
+        .common()
+        .drift_detection
+        .as_ref()
+        .map(|d| d.ignore.clone())
+        .unwrap_or_default();
+    policy::extract(&mut objects, &ignore_rules).map_err(fail)?;
+    objects.sort_by(|a, b| {
+        render_value::apply_order_key(&a.id).cmp(&render_value::apply_order_key(&b.id))
+    });
+
+    let status = releases::status(&obj);
+    let persisted: Vec<opm_core::api::InventoryEntry> = status
+        .inventory
+        .as_ref()
+        .map(|i| i.entries.clone())
+        .unwrap_or_default();
+    let mut report = Report {
+        release: releases::describe(key),
+        identity: identity.clone(),
+        ..Default::default()
+    };
+    let ctx = Ctx {
+        client: &client,
+        resolver: &resolver,
+        secrets: &secrets,
+        identity: &identity,
+        uuid: &uuid,
+        persisted: &persisted,
+        adopt: obj
+            .common()
+            .rollout
+            .as_ref()
+            .is_some_and(|r| r.adopt_existing),
+        force: obj
+            .common()
+            .rollout
+            .as_ref()
+            .is_some_and(|r| r.force_conflicts),
+        crd_kinds: crd_kinds(&objects),
+    };
+    for o in &objects {
+        check(&ctx, o, &mut report).await?;
+    }
+    let stale = inventory::stale(&persisted, &inventory::entries_for(&objects));
+    for e in stale {
+        let id = ResourceId::from_entry(&e);
+        let api = match opm_operator::dynamic::api_for(client.clone(), &resolver, &id).await {
+            Ok(a) => a,
+            // A kind no longer served: nothing left to prune.
+            Err(ApiError::NotFound { .. }) => continue,
+            Err(e) => {
+                return Err(CliError::Api {
+                    what: format!("reading {}", id.display()),
+                    error: e,
+                });
+            }
+        };
+        match api.get_opt(&id.name).await {
+            Ok(None) => continue,
+            Ok(Some(_)) => {}
+            Err(err) => {
+                return Err(forbidden_or(
+                    &identity,
+                    &format!("reading {}", id.display()),
+                    &err,
+                    &secrets,
+                ));
+            }
+        }
+        let never = matches!(
+            (id.group.as_str(), id.kind.as_str()),
+            ("", "Namespace") | ("apiextensions.k8s.io", "CustomResourceDefinition")
+        );
+        let note = if never {
+            Some("Namespaces and CRDs are never pruned")
+        } else if ownership::prune_disabled(&e) {
+            Some("releases.opmodel.dev/prune: disabled")
+        } else if !obj.common().prune {
+            Some("spec.prune is false")
+        } else {
+            None
+        };
+        match note {
+            Some(n) => report.orphaned.push(Noted { id, note: n.into() }),
+            None => report.pruned.push(Noted {
+                id,
+                note: String::new(),
+            }),
+        }
+    }
+    Ok(report)
+}
+
+struct Ctx<'a> {
+    client: &'a Client,
+    resolver: &'a Resolver,
+    secrets: &'a SecretTable,
+    identity: &'a str,
+    uuid: &'a str,
+    persisted: &'a [opm_core::api::InventoryEntry],
+    adopt: bool,
+    force: bool,
+    /// (group, kind) defined by CRDs in this render: their objects cannot be dry-run yet.
+    crd_kinds: Vec<(String, String)>,
+}
+
+fn crd_kinds(objects: &[DesiredObject]) -> Vec<(String, String)> {
+    objects
+        .iter()
+        .filter(|o| o.id.kind == "CustomResourceDefinition")
+        .filter_map(|o| {
+            let spec = o.manifest.get("spec")?;
+            Some((
+                spec.get("group")?.as_str()?.to_string(),
+                spec.pointer("/names/kind")?.as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// A Forbidden answer is an error of the check (exit 2) that names the identity; other
+/// failures are errors too, worded with what was being done.
+fn forbidden_or(identity: &str, what: &str, err: &kube::Error, secrets: &SecretTable) -> CliError {
+    let e = opm_operator::api_error::from_kube(err);
+    match e {
+        ApiError::Forbidden { message } => CliError::Other(format!(
+            "{what} is forbidden for {identity}: {}; the operator would stall with ImpersonationFailed if it ran as this identity",
+            secrets.scrub(&message)
+        )),
+        other => CliError::Other(format!(
+            "{what} failed: {}",
+            secrets.scrub(&other.to_string())
+        )),
+    }
+}
+
+async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<()> {
+    use opm_core::policy::SsaPolicy;
+    if o.policy.ssa == SsaPolicy::Ignore {
+        report.unchanged += 1;
+        return Ok(());
+    }
+    let api = match opm_operator::dynamic::api_for(ctx.client.clone(), ctx.resolver, &o.id).await {
+        Ok(a) => a,
+        Err(ApiError::NotFound { message }) => {
+            if ctx
+                .crd_kinds
+                .iter()
+                .any(|(g, k)| *g == o.id.group && *k == o.id.kind)
+            {
+                report.created.push(Noted {
+                    id: o.id.clone(),
+                    note: "its kind comes from a CRD in this render; not dry-run".into(),
+                });
+            } else {
+                report.refused.push(Refused {
+                    id: o.id.clone(),
+                    reason: "ApplyFailed".into(),
+                    message,
+                });
+            }
+            return Ok(());
+        }
+        Err(e) => {
+            return Err(CliError::Api {
+                what: format!("resolving {}", o.id.display()),
+                error: e,
+            });
+        }
+    };
+    let live = match api.get_opt(&o.id.name).await {
+        Ok(l) => l.map(|d| opm_operator::dynamic::to_value(&d)),
+        Err(e) => {
+            return Err(forbidden_or(
+                ctx.identity,
+                &format!("reading {}", o.id.display()),
+                &e,
+                ctx.secrets,
+            ));
+        }
+    };
+    // Ownership (SPEC §25), decided by the core with its own wording.
+    if let Some(l) = &live
+        && !in_inventory(ctx.persisted, &o.id)
+    {
+        let meta = LiveMeta {
+            uid: l
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            labels: l
+                .pointer("/metadata/labels")
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .unwrap_or_default(),
+        };
+        let seen = LiveObject {
+            id: o.id.clone(),
+            result: Ok(Some(meta)),
+        };
+        if let Err(f) = ownership::decide(
+            std::slice::from_ref(&o.id),
+            &[seen],
+            ctx.uuid,
+            ctx.adopt,
+            None,
+        ) {
+            report.refused.push(Refused {
+                id: o.id.clone(),
+                reason: f.reason.to_string(),
+                message: f.message,
+            });
+            return Ok(());
+        }
+    }
+    if o.policy.ssa == SsaPolicy::IfNotPresent && live.is_some() {
+        report.unchanged += 1;
+        return Ok(());
+    }
+    let manifest = ctx
+        .secrets
+        .restore(&o.manifest)
+        .map_err(|e| CliError::Other(e.to_string()))?;
+    let manifest = policy::prepare(&manifest, live.as_ref(), &o.policy, FIELD_MANAGER);
+    let mut params = PatchParams::apply(FIELD_MANAGER).dry_run();
+    if ctx.force && o.policy.ssa != SsaPolicy::Merge {
+        params = params.force();
+    }
+    let dry = match api
+        .patch(&o.id.name, &params, &Patch::Apply(&manifest))
+        .await
+    {
+        Ok(d) => opm_operator::dynamic::to_value(&d),
+        Err(err) => return refusal(ctx, o, &err, live.is_some(), report),
+    };
+    let scrub = |s: &str| ctx.secrets.scrub(s);
+    match live {
+        None => report.created.push(Noted {
+            id: o.id.clone(),
+            note: String::new(),
+        }),
+        Some(l) => {
+            let fields = field_changes(&o.id, &l, &dry, &o.policy.ignore, &scrub);
+            if fields.is_empty() {
+                report.unchanged += 1;
+            } else {
+                report.changed.push(Changed {
+                    id: o.id.clone(),
+                    fields,
+                    recreate: None,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A dry-run the server refused: the attempt would stop there (SPEC §4), so it is reported
+/// as refused; a Forbidden one is an error of the check itself.
+fn refusal(
+    ctx: &Ctx<'_>,
+    o: &DesiredObject,
+    err: &kube::Error,
+    exists: bool,
+    report: &mut Report,
+) -> Result<()> {
+    let e = opm_operator::api_error::from_kube(err);
+    let message = ctx.secrets.scrub(&e.to_string());
+    match e {
+        ApiError::Forbidden { .. } => Err(forbidden_or(
+            ctx.identity,
+            &format!("the server-side dry-run of {}", o.id.display()),
+            err,
+            ctx.secrets,
+        )),
+        ApiError::Invalid { .. }
+            if exists && opm_operator::apply_policy::immutable(err) && o.policy.force =>
+        {
+            report.changed.push(Changed {
+                id: o.id.clone(),
+                fields: Vec::new(),
+                recreate: Some(format!("{message} (releases.opmodel.dev/force: enabled)")),
+            });
+            Ok(())
+        }
+        ApiError::Invalid { .. } => {
+            let hint = if opm_operator::apply_policy::immutable(err) {
+                " (an immutable field; annotate the object releases.opmodel.dev/force: enabled to recreate it)"
+            } else {
+                ""
+            };
+            report.refused.push(Refused {
+                id: o.id.clone(),
+                reason: "ApplyFailed".into(),
+                message: format!("{message}{hint}"),
+            });
+            Ok(())
+        }
+        ApiError::Conflict { .. } => {
+            report.refused.push(Refused {
+                id: o.id.clone(),
+                reason: "ApplyFailed".into(),
+                message: format!(
+                    "{message} (set spec.rollout.forceConflicts: true to take the fields)"
+                ),
+            });
+            Ok(())
+        }
+        other => Err(CliError::Other(format!(
+            "the server-side dry-run of {} failed: {}",
+            o.id.display(),
+            ctx.secrets.scrub(&other.to_string())
+        ))),
+    }
+}
+
+fn in_inventory(entries: &[opm_core::api::InventoryEntry], id: &ResourceId) -> bool {
+    entries.iter().any(|e| {
+        (
+            e.group.as_str(),
+            e.kind.as_str(),
+            e.namespace.as_str(),
+            e.name.as_str(),
+        ) == id.identity()
+    })
+}
+
+/// The client and the name of the identity the dry-run runs as.
+async fn check_identity(
+    s: &Session,
+    obj: &ReleaseObject,
+    opts: &DiffOpts,
+) -> Result<(Client, String)> {
+    if !opts.as_release {
+        let who = match &s.config.auth_info.impersonate {
+            Some(u) => u.clone(),
+            None => "your kubeconfig user".into(),
+        };
+        return Ok((s.client.clone(), who));
+    }
+    let key = obj.key();
+    let sa = opm_core::impersonation::effective_service_account(
+        obj.common().service_account_name.as_deref(),
+        opts.service_account.as_deref(),
+    )
+    .ok_or_else(|| {
+        CliError::Usage(format!(
+            "{} has no spec.serviceAccountName: pass --service-account NAME (the operator's --default-service-account)",
+            releases::describe(&key)
+        ))
+    })?;
+    let found = Api::<ServiceAccount>::namespaced(s.client.clone(), &key.namespace)
+        .get_opt(&sa)
+        .await
+        .map_err(|e| CliError::api(format!("reading ServiceAccount {}/{sa}", key.namespace), &e))?;
+    if found.is_none() {
+        return Err(CliError::Other(format!(
+            "ServiceAccount {}/{sa} not found: the operator would stall with ImpersonationFailed",
+            key.namespace
+        )));
+    }
+    let who = opm_core::impersonation::impersonation(&key.namespace, &sa).user;
+    Ok((s.impersonating(&key.namespace, &sa)?, who))
+}
+
+/// Renders the proposed release: a local package (`--path`), or the release's module with
+/// the proposed version and values, or the release's current source artifact.
+async fn render(
+    s: &Session,
+    client: &Client,
+    obj: &ReleaseObject,
+    opts: &DiffOpts,
+    secrets: &mut SecretTable,
+) -> Result<(Value, u64)> {
+    let key = obj.key();
+    let cache = match &opts.cache_dir {
+        Some(d) => Dir::Kept(d.clone()),
+        None => Dir::Temp(
+            tempfile::tempdir()
+                .map_err(|e| CliError::Other(format!("temporary directory: {e}")))?,
+        ),
+    };
+    let mut config = RenderConfig::new(&opts.cue.cue_binary);
+    config.registry = opts.cue.cue_registry.clone();
+    config.timeout = opts.cue.render_timeout;
+    config.cue_cache_dir = Some(cache.path().join("cue"));
+    let renderer = Renderer::new(config);
+    if let Some(dir) = &opts.path {
+        if opts.values.is_some() || opts.version.is_some() {
+            return Err(CliError::Usage(
+                "--path renders a release package: --values and --version do not apply".into(),
+            ));
+        }
+        let r = renderer
+            .render_package(dir)
+            .await
+            .map_err(|e| render_error(e, secrets))?;
+        return Ok((r.exported, r.bytes));
+    }
+    match obj {
+        ReleaseObject::ModuleRelease(m) => {
+            let version = opts
+                .version
+                .clone()
+                .unwrap_or_else(|| m.spec.module.version.clone());
+            let module = ModuleRef::new(&m.spec.module.path, &version, None)
+                .map_err(|e| render_error(e, secrets))?;
+            let values = match &opts.values {
+                Some(f) => Some(
+                    opm_operator::local_values::merged(&[], Some(f)).map_err(CliError::Usage)?,
+                ),
+                None => m.spec.values.clone(),
+            };
+            let secret_ref = m.spec.module.secret_ref.as_ref().map(|r| r.name.clone());
+            let (values, credentials) = if m.spec.values_from.is_empty() && secret_ref.is_none() {
+                (values, None)
+            } else {
+                let read = opm_operator::values_from::read(
+                    Ok(client.clone()),
+                    &key.namespace,
+                    &m.spec.values_from,
+                    secret_ref.as_deref(),
+                    secrets,
+                )
+                .await;
+                let InputKind::ValuesRead {
+                    values: got,
+                    credentials,
+                } = read
+                else {
+                    return Err(CliError::Other("reading valuesFrom gave no answer".into()));
+                };
+                let merged = opm_core::values_from::compose(
+                    &key.namespace,
+                    &m.spec.values_from,
+                    &got,
+                    values.as_ref(),
+                    None,
+                )
+                .map_err(|f| {
+                    CliError::Other(format!(
+                        "valuesFrom ({}): {}",
+                        f.reason,
+                        secrets.scrub(&f.message)
+                    ))
+                })?;
+                let creds = match (&secret_ref, credentials) {
+                    (Some(name), Some(c)) => {
+                        let digest =
+                            opm_core::values_from::credentials(&key.namespace, name, &c, None)
+                                .map_err(|f| {
+                                    CliError::Other(format!(
+                                        "module.secretRef ({}): {}",
+                                        f.reason, f.message
+                                    ))
+                                })?;
+                        secrets
+                            .credentials(&digest)
+                            .map(|b| (digest.clone(), b.to_vec()))
+                    }
+                    _ => None,
+                };
+                (merged.map(|v| secrets.restore_strings(&v)), creds)
+            };
+            let values = values.unwrap_or_else(|| Value::Object(Default::default()));
+            let identity = ReleaseIdentity {
+                name: key.name.clone(),
+                namespace: key.namespace.clone(),
+            };
+            let r = renderer
+                .render_module_cached_with(&module, &values, &identity, credentials)
+                .await
+                .map_err(|e| render_error(e, secrets))?;
+            Ok(opm_operator::rendered::Rendered::into_parts(r))
+        }
+        ReleaseObject::Release(r) => {
+            if opts.values.is_some() || opts.version.is_some() {
+                return Err(CliError::Usage(
+                    "--values and --version apply to a ModuleRelease; for a Release give --path DIR (a release package)".into(),
+                ));
+            }
+            let (url, digest) = source_artifact(s, r).await?;
+            let fetcher = opm_operator::fetch::Fetcher::new(opm_operator::fetch::FetchConfig {
+                timeout: std::time::Duration::from_secs(60),
+                max_bytes: 64 * 1024 * 1024,
+            })
+            .map_err(|e| CliError::Other(format!("HTTP client: {e}")))?;
+            let artifacts = opm_operator::artifact_cache::ArtifactCache::new(
+                cache.path(),
+                fetcher,
+                Default::default(),
+                Default::default(),
+            )
+            .map_err(|e| CliError::Other(format!("artifact cache: {e}")))?;
+            let handle = artifacts
+                .get(&url, &digest)
+                .await
+                .map_err(|e| CliError::Other(format!("fetching the source artifact {url}: {e}")))?;
+            let dir = opm_operator::release_path::resolve_path(handle.root(), &r.spec.path)
+                .map_err(|e| CliError::Other(e.to_string()))?;
+            let rendered = renderer
+                .render_package(&dir)
+                .await
+                .map_err(|e| render_error(e, secrets))?;
+            Ok((rendered.exported, rendered.bytes))
+        }
+    }
+}
+
+enum Dir {
+    Kept(PathBuf),
+    Temp(tempfile::TempDir),
+}
+
+impl Dir {
+    fn path(&self) -> &std::path::Path {
+        match self {
+            Dir::Kept(p) => p,
+            Dir::Temp(t) => t.path(),
+        }
+    }
+}
+
+/// The artifact the Release's Flux source advertises (read as the user).
+async fn source_artifact(s: &Session, r: &opm_core::api::Release) -> Result<(String, String)> {
+    let sr = &r.spec.source_ref;
+    let namespace = if sr.namespace.is_empty() {
+        r.metadata.namespace.clone().unwrap_or_default()
+    } else {
+        sr.namespace.clone()
+    };
+    let api_version = if sr.api_version.is_empty() {
+        opm_core::constants::FLUX_SOURCE_API_VERSION.to_string()
+    } else {
+        sr.api_version.clone()
+    };
+    let resource = opm_operator::source::api_resource(&api_version, &sr.kind);
+    let what = format!("{} {namespace}/{}", sr.kind, sr.name);
+    let src = Api::<DynamicObject>::namespaced_with(s.client.clone(), &namespace, &resource)
+        .get(&sr.name)
+        .await
+        .map_err(|e| CliError::api(format!("reading the source {what}"), &e))?;
+    match opm_operator::source::artifact_of(&src.data) {
+        Ok(a) => Ok((a.url, a.digest)),
+        Err(e) => Err(CliError::Other(format!(
+            "the source {what} has no usable artifact ({e}); give --path DIR to diff a local release package"
+        ))),
+    }
+}

@@ -1,0 +1,257 @@
+//! `kubectl opm tree KIND/NAME`: the release's inventory grouped by component, each object
+//! with its live health as the core judges it (SPEC §26, `opm_core::health::assess`, with
+//! the release's `healthCheckExprs`), and the releases it depends on.
+
+use std::collections::BTreeMap;
+
+use opm_core::health::{self, HealthRules};
+use opm_core::{Kind, ReleaseKey, ReleaseObject, ResourceId};
+use serde::Serialize;
+
+use crate::connect::Session;
+use crate::error::Result;
+use crate::releases;
+
+#[derive(Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Tree {
+    pub release: String,
+    pub ready: String,
+    /// The `Drifted=True` condition's message (SPEC §20), when the operator found drift.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drifted: Option<String>,
+    pub depends_on: Vec<Dependency>,
+    pub components: Vec<Component>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Dependency {
+    pub release: String,
+    pub ready: String,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct Component {
+    pub name: String,
+    pub objects: Vec<Node>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Node {
+    #[serde(flatten)]
+    pub id: ResourceId,
+    /// `Current`, `InProgress`, `Failed`, `Unknown`, or `Absent` (in the inventory, not in
+    /// the cluster).
+    pub health: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Named by the operator's last drift check.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub drifted: bool,
+}
+
+/// Whether the `Drifted` message (`opm_core::drift::detailed_message`: "N resource(s)
+/// drifted from desired state: Kind/ns/name (…), …") names this object.
+fn named_in(message: &str, id: &ResourceId) -> bool {
+    let Some((_, names)) = message.split_once(": ") else {
+        return false;
+    };
+    let display = id.display();
+    names.match_indices(&display).any(|(i, _)| {
+        let before = &names[..i];
+        let after = &names[i + display.len()..];
+        (before.is_empty() || before.ends_with(", "))
+            && (after.is_empty() || after.starts_with(" (") || after.starts_with(", "))
+    })
+}
+
+fn ready_words(obj: &ReleaseObject) -> String {
+    let (r, reason, _) = releases::ready(&releases::status(obj));
+    format!("Ready={r} {reason}")
+}
+
+/// Reads every inventory object as the user and judges its health.
+pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
+    let key = obj.key();
+    let status = releases::status(obj);
+    // A rule that does not compile stalls the release (SPEC §26); here the built-in rules
+    // still say what they can.
+    let rules = health::compile(&obj.common().health_check_exprs).unwrap_or_else(|e| {
+        eprintln!("warning: healthCheckExprs do not compile ({e}); using the built-in rules");
+        HealthRules::default()
+    });
+    let resolver = opm_operator::discovery::Resolver::new(s.client.clone());
+    let drifted_message = releases::condition(&status, opm_core::constants::conditions::DRIFTED)
+        .filter(|c| c.status == "True")
+        .map(|c| c.message.clone());
+    let mut by_component: BTreeMap<String, Vec<Node>> = BTreeMap::new();
+    for e in status.inventory.iter().flat_map(|i| i.entries.iter()) {
+        let id = ResourceId::from_entry(e);
+        let (health, message) = judge(s, &resolver, &id, &rules).await;
+        let drifted = drifted_message.as_deref().is_some_and(|m| named_in(m, &id));
+        let component = if e.component.is_empty() {
+            "(none)".to_string()
+        } else {
+            e.component.clone()
+        };
+        by_component.entry(component).or_default().push(Node {
+            id,
+            health,
+            message,
+            drifted,
+        });
+    }
+    let mut depends_on = Vec::new();
+    for d in &obj.common().depends_on {
+        let kind = if d.kind.is_empty() {
+            key.kind
+        } else {
+            Kind::parse(&d.kind).unwrap_or(key.kind)
+        };
+        let dkey = ReleaseKey {
+            kind,
+            namespace: if d.namespace.is_empty() {
+                key.namespace.clone()
+            } else {
+                d.namespace.clone()
+            },
+            name: d.name.clone(),
+        };
+        let ready = match releases::read(&s.client, &dkey).await {
+            Ok(o) => ready_words(&o),
+            Err(e) => format!("unreadable: {e}"),
+        };
+        depends_on.push(Dependency {
+            release: releases::describe(&dkey),
+            ready,
+        });
+    }
+    Ok(Tree {
+        release: releases::describe(&key),
+        ready: ready_words(obj),
+        drifted: drifted_message,
+        depends_on,
+        components: by_component
+            .into_iter()
+            .map(|(name, objects)| Component { name, objects })
+            .collect(),
+    })
+}
+
+async fn judge(
+    s: &Session,
+    resolver: &opm_operator::discovery::Resolver,
+    id: &ResourceId,
+    rules: &HealthRules,
+) -> (String, String) {
+    let api = match opm_operator::dynamic::api_for(s.client.clone(), resolver, id).await {
+        Ok(a) => a,
+        Err(e) => return ("Unknown".into(), e.to_string()),
+    };
+    match api.get_opt(&id.name).await {
+        Ok(Some(live)) => {
+            let a = health::assess(&opm_operator::dynamic::to_value(&live), rules);
+            (a.status.as_str().to_string(), a.message)
+        }
+        Ok(None) => (
+            "Absent".into(),
+            "in the inventory, not in the cluster".into(),
+        ),
+        Err(e) => (
+            "Unknown".into(),
+            opm_operator::api_error::from_kube(&e).to_string(),
+        ),
+    }
+}
+
+/// The tree as text, with box-drawing branches.
+pub fn text(t: &Tree) -> String {
+    let mut out = format!("{} ({})\n", t.release, t.ready);
+    if let Some(d) = &t.drifted {
+        out.push_str(&format!("Drifted: {d}\n"));
+    }
+    let n = t.depends_on.len() + t.components.len();
+    let mut i = 0;
+    let branch = |last: bool| if last { "└── " } else { "├── " };
+    for d in &t.depends_on {
+        i += 1;
+        out.push_str(&format!(
+            "{}dependsOn {} ({})\n",
+            branch(i == n),
+            d.release,
+            d.ready
+        ));
+    }
+    for c in &t.components {
+        i += 1;
+        let last = i == n;
+        out.push_str(&format!("{}{}\n", branch(last), c.name));
+        let indent = if last { "    " } else { "│   " };
+        for (j, o) in c.objects.iter().enumerate() {
+            let mut line = format!(
+                "{indent}{}{}: {}",
+                branch(j + 1 == c.objects.len()),
+                o.id.display(),
+                o.health
+            );
+            if !o.message.is_empty() {
+                line.push_str(&format!(" ({})", o.message));
+            }
+            if o.drifted {
+                line.push_str(", drifted");
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    if t.components.is_empty() {
+        out.push_str("(no inventory: nothing applied yet)\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(kind: &str, name: &str) -> ResourceId {
+        ResourceId {
+            kind: kind.into(),
+            namespace: "demo".into(),
+            name: name.into(),
+            version: "v1".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn objects_named_by_the_drift_message() {
+        let ids = [
+            id("Service", "web"),
+            id("ConfigMap", "web"),
+            id("ConfigMap", "web-config"),
+        ];
+        let drifted: Vec<ResourceId> = ids[1..].to_vec();
+        let details: Vec<opm_core::input::ObjectDrift> = drifted
+            .iter()
+            .map(|i| opm_core::input::ObjectDrift {
+                id: i.clone(),
+                missing: true,
+                fields: vec![],
+            })
+            .collect();
+        for m in [
+            opm_core::drift::message(&drifted),
+            opm_core::drift::detailed_message(&details),
+        ] {
+            assert!(!named_in(&m, &ids[0]), "{m}");
+            assert!(named_in(&m, &ids[1]) && named_in(&m, &ids[2]), "{m}");
+        }
+        assert!(
+            !named_in(&opm_core::drift::message(&ids[2..]), &ids[1]),
+            "a prefix is not a name"
+        );
+    }
+}
