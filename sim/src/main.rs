@@ -15,6 +15,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// A simulated day allocates and frees a few hundred small values per attempt (statuses,
+/// rendered manifests, field maps), millions of times over: mimalloc does that in about
+/// half the time of the system allocator and keeps less memory around between attempts.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "opm-sim",

@@ -50,6 +50,20 @@ pub struct Metrics {
     pub health_waits: BTreeMap<ReleaseKey, Vec<Duration>>,
 }
 
+/// `map[key] += n`, copying the key only the first time it is seen: this runs for every
+/// metric of every attempt.
+fn bump<K: Ord + Clone, Q: Ord + ?Sized>(map: &mut BTreeMap<K, u64>, key: &Q, n: u64, own: impl FnOnce() -> K)
+where
+    K: std::borrow::Borrow<Q>,
+{
+    match map.get_mut(key) {
+        Some(v) => *v += n,
+        None => {
+            map.insert(own(), n);
+        }
+    }
+}
+
 impl Metrics {
     fn record(&mut self, key: &ReleaseKey, m: &Metric) {
         match m {
@@ -58,7 +72,12 @@ impl Metrics {
                     .reconcile_total
                     .entry((key.clone(), *outcome))
                     .or_default() += 1;
-                *self.reconcile_duration.entry(key.clone()).or_default() += *duration;
+                match self.reconcile_duration.get_mut(key) {
+                    Some(d) => *d += *duration,
+                    None => {
+                        self.reconcile_duration.insert(key.clone(), *duration);
+                    }
+                }
             }
             Metric::ApplyResources {
                 created,
@@ -74,20 +93,26 @@ impl Metrics {
                 }
             }
             Metric::PruneResources { count } => {
-                *self.prune_resources.entry(key.clone()).or_default() += count;
+                bump(&mut self.prune_resources, key, *count, || key.clone());
             }
-            Metric::InventorySize { count } => {
-                self.inventory_size.insert(key.clone(), *count);
-            }
-            Metric::ReleaseHealthy { healthy } => {
-                self.release_healthy.insert(key.clone(), *healthy);
-            }
-            Metric::HealthWait { duration } => {
-                self.health_waits
-                    .entry(key.clone())
-                    .or_default()
-                    .push(*duration);
-            }
+            Metric::InventorySize { count } => match self.inventory_size.get_mut(key) {
+                Some(v) => *v = *count,
+                None => {
+                    self.inventory_size.insert(key.clone(), *count);
+                }
+            },
+            Metric::ReleaseHealthy { healthy } => match self.release_healthy.get_mut(key) {
+                Some(v) => *v = *healthy,
+                None => {
+                    self.release_healthy.insert(key.clone(), *healthy);
+                }
+            },
+            Metric::HealthWait { duration } => match self.health_waits.get_mut(key) {
+                Some(v) => v.push(*duration),
+                None => {
+                    self.health_waits.insert(key.clone(), vec![*duration]);
+                }
+            },
         }
     }
 
@@ -127,6 +152,9 @@ impl World {
     pub fn execute(&mut self, key: &ReleaseKey, effect: &Effect) -> Option<InputKind> {
         match effect {
             Effect::EmitEvent { event } => {
+                if self.retention == super::Retention::Timeline {
+                    return None;
+                }
                 self.events.push(RecordedEvent {
                     at: self.now,
                     key: key.clone(),

@@ -115,7 +115,7 @@ fn conflict_unless_forced_and_same_value_is_shared() {
     let live = s.get(&cm("c")).unwrap();
     assert_eq!(
         live.owners[&FieldPath::new("data", "a")],
-        BTreeSet::from(["opm".to_string()])
+        Managers::one("opm")
     );
 }
 
