@@ -131,8 +131,8 @@ pub struct World {
     current: executor::Current,
     /// Simulated rollouts by object name (SPEC §26); absent = healthy once applied.
     rollouts: BTreeMap<String, health::SimRollout>,
-    /// Last apply of each object: its rollout's start.
-    applied_at: BTreeMap<(String, String, String, String), Timestamp>,
+    /// Last apply of each object: its rollout's start (looked up, never walked).
+    applied_at: store::FixedHashMap<(String, String, String, String), Timestamp>,
 }
 
 impl World {
@@ -163,7 +163,7 @@ impl World {
             max_steps: 256,
             current: executor::Current::default(),
             rollouts: BTreeMap::new(),
-            applied_at: BTreeMap::new(),
+            applied_at: Default::default(),
         }
     }
 

@@ -210,6 +210,13 @@ impl PartialOrd for dyn KeyParts + '_ {
     }
 }
 
+impl std::hash::Hash for dyn KeyParts + '_ {
+    // A tuple of `&str` hashes exactly as the same tuple of `String`s.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
+    }
+}
+
 impl Ord for dyn KeyParts + '_ {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.parts().cmp(&other.parts())
@@ -309,11 +316,19 @@ pub const BUILTIN_CLUSTER_SCOPED: [(&str, &str); 10] = [
     ),
 ];
 
+/// A hash map that hashes the same way in every run (SipHash with fixed keys): the world
+/// draws no randomness it was not seeded with.
+pub(crate) type FixedHashMap<K, V> =
+    std::collections::HashMap<K, V, std::hash::BuildHasherDefault<std::hash::DefaultHasher>>;
+
 /// All managed objects of the simulated cluster.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Store {
-    objects: BTreeMap<ObjKey, StoredObject>,
+    /// By identity. Hashed, not ordered: every attempt looks objects up, and a B-tree of
+    /// 30 000 four-string keys spent most of a large world's time comparing strings.
+    /// [`Store::objects`] sorts when asked.
+    objects: FixedHashMap<ObjKey, StoredObject>,
     cluster_scoped: BTreeSet<GroupKind>,
     /// Fields that may not change once set, per kind (`Invalid` on change).
     immutable: BTreeSet<(String, FieldPath)>,
@@ -339,7 +354,7 @@ impl Store {
         .map(|(k, f)| (k.to_string(), f))
         .collect();
         Self {
-            objects: BTreeMap::new(),
+            objects: FixedHashMap::default(),
             cluster_scoped,
             immutable,
             uids: SplitMix64::new(seed ^ 0x005e_ed0b_1ec7_u64),
@@ -369,8 +384,11 @@ impl Store {
         self.objects.get(id as &dyn KeyParts)
     }
 
+    /// Every object, in identity order (group, kind, namespace, name).
     pub fn objects(&self) -> impl Iterator<Item = &StoredObject> {
-        self.objects.values()
+        let mut all: Vec<(&ObjKey, &StoredObject)> = self.objects.iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all.into_iter().map(|(_, o)| o)
     }
 
     pub fn len(&self) -> usize {
