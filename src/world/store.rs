@@ -121,13 +121,13 @@ const ANNOTATIONS: &str = "metadata.annotations";
 pub fn fields_of(manifest: &Value) -> BTreeMap<FieldPath, Value> {
     field_refs(manifest)
         .into_iter()
-        .map(|(f, v)| (f, v.clone()))
+        .map(|((top, sub), v)| (FieldPath::new(top, sub), v.clone()))
         .collect()
 }
 
-/// [`fields_of`] borrowing the values: comparisons (drift checks, applies that change
-/// nothing) need no copy of the manifest.
-fn field_refs(manifest: &Value) -> BTreeMap<FieldPath, &Value> {
+/// [`fields_of`] borrowing from the manifest, each path as `(top, sub)`, which sorts
+/// exactly as [`FieldPath`] does: comparisons (drift checks) need no copy of anything.
+fn field_refs(manifest: &Value) -> BTreeMap<(&str, &str), &Value> {
     let mut out = BTreeMap::new();
     let Some(obj) = manifest.as_object() else {
         return out;
@@ -136,7 +136,7 @@ fn field_refs(manifest: &Value) -> BTreeMap<FieldPath, &Value> {
         for (top, key) in [(LABELS, "labels"), (ANNOTATIONS, "annotations")] {
             if let Some(map) = meta.get(key).and_then(Value::as_object) {
                 for (k, v) in map {
-                    out.insert(FieldPath::new(top, k), v);
+                    out.insert((top, k.as_str()), v);
                 }
             }
         }
@@ -148,11 +148,11 @@ fn field_refs(manifest: &Value) -> BTreeMap<FieldPath, &Value> {
         match v {
             Value::Object(sub) if !sub.is_empty() => {
                 for (sk, sv) in sub {
-                    out.insert(FieldPath::new(k, sk), sv);
+                    out.insert((k.as_str(), sk.as_str()), sv);
                 }
             }
             other => {
-                out.insert(FieldPath::new(k, ""), other);
+                out.insert((k.as_str(), ""), other);
             }
         }
     }
@@ -363,9 +363,10 @@ impl Store {
     }
 
     pub fn is_cluster_scoped(&self, group: &str, kind: &str) -> bool {
+        // Kinds differ more often (and in length) than groups: cheaper to reject first.
         self.cluster_scoped
             .iter()
-            .any(|gk| gk.group == group && gk.kind == kind)
+            .any(|gk| gk.kind == kind && gk.group == group)
     }
 
     pub fn cluster_scoped(&self) -> Vec<GroupKind> {
@@ -537,13 +538,28 @@ impl Store {
         let Some(live) = self.get(id) else {
             return true;
         };
+        // Both sides are sorted by (top, sub): one merge pass each way, no lookups and no
+        // copies of the desired paths (this runs for every object of every attempt).
         let desired = field_refs(manifest);
-        let changed = desired.iter().any(|(f, v)| live.fields.get(f) != Some(*v));
-        let dropped = live
-            .owners
-            .iter()
-            .any(|(f, set)| set.contains(manager) && !desired.contains_key(f));
-        changed || dropped
+        fn path(f: &FieldPath) -> (&str, &str) {
+            (f.top.as_str(), f.sub.as_str())
+        }
+        let mut live_fields = live.fields.iter().peekable();
+        let changed = desired.iter().any(|(want, v)| {
+            while live_fields.next_if(|(f, _)| path(f) < *want).is_some() {}
+            live_fields
+                .peek()
+                .is_none_or(|(f, lv)| path(f) != *want || *lv != *v)
+        });
+        if changed {
+            return true;
+        }
+        let mut wanted = desired.keys().peekable();
+        live.owners.iter().any(|(f, set)| {
+            let have = path(f);
+            while wanted.next_if(|w| **w < have).is_some() {}
+            set.contains(manager) && wanted.peek().is_none_or(|w| **w != have)
+        })
     }
 
     /// DELETE with a UID precondition.
