@@ -50,21 +50,9 @@ pub struct Metrics {
     pub health_waits: BTreeMap<ReleaseKey, Vec<Duration>>,
 }
 
-/// `map[key] += n`, copying the key only the first time it is seen: this runs for every
-/// metric of every attempt.
-fn bump<K: Ord + Clone, Q: Ord + ?Sized>(map: &mut BTreeMap<K, u64>, key: &Q, n: u64, own: impl FnOnce() -> K)
-where
-    K: std::borrow::Borrow<Q>,
-{
-    match map.get_mut(key) {
-        Some(v) => *v += n,
-        None => {
-            map.insert(own(), n);
-        }
-    }
-}
-
 impl Metrics {
+    /// Single-key series are looked up before inserting, so a release's key is copied
+    /// only the first time: this runs for every metric of every attempt.
     fn record(&mut self, key: &ReleaseKey, m: &Metric) {
         match m {
             Metric::Reconcile { outcome, duration } => {
@@ -92,9 +80,12 @@ impl Metrics {
                     *self.apply_resources.entry((key.clone(), a)).or_default() += n;
                 }
             }
-            Metric::PruneResources { count } => {
-                bump(&mut self.prune_resources, key, *count, || key.clone());
-            }
+            Metric::PruneResources { count } => match self.prune_resources.get_mut(key) {
+                Some(v) => *v += count,
+                None => {
+                    self.prune_resources.insert(key.clone(), *count);
+                }
+            },
             Metric::InventorySize { count } => match self.inventory_size.get_mut(key) {
                 Some(v) => *v = *count,
                 None => {

@@ -642,8 +642,7 @@ impl Store {
             obj.owners.remove(&field);
         } else {
             obj.fields.insert(field.clone(), value);
-            obj.owners
-                .insert(field, Managers::one(manager));
+            obj.owners.insert(field, Managers::one(manager));
         }
     }
 

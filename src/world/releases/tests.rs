@@ -110,11 +110,15 @@ fn indexed(r: &Releases) -> Vec<String> {
 #[test]
 fn depends_on_index_follows_creates_edits_and_deletions() {
     let (mut r, plain) = setup();
-    let b = r.create(depending("b", "app"), false, "uid-b".into(), t(0)).unwrap();
-    r.create(depending("a", "app"), false, "uid-a".into(), t(0)).unwrap();
+    let b = r
+        .create(depending("b", "app"), false, "uid-b".into(), t(0))
+        .unwrap();
+    r.create(depending("a", "app"), false, "uid-a".into(), t(0))
+        .unwrap();
     // Key order, as walking every release gave; the release without dependsOn is absent.
     assert_eq!(indexed(&r), ["a", "b"]);
-    r.edit_spec(&plain, &json!({"dependsOn": [{"name": "b"}]})).unwrap();
+    r.edit_spec(&plain, &json!({"dependsOn": [{"name": "b"}]}))
+        .unwrap();
     assert_eq!(indexed(&r), ["a", "app", "b"]);
     r.edit_spec(&b, &json!({"dependsOn": null})).unwrap();
     assert_eq!(indexed(&r), ["a", "app"]);
@@ -136,7 +140,8 @@ fn depends_on_index_follows_creates_edits_and_deletions() {
 #[test]
 fn depends_on_index_is_rebuilt_from_serialised_data() {
     let (mut r, _) = setup();
-    r.create(depending("b", "app"), false, "uid-b".into(), t(0)).unwrap();
+    r.create(depending("b", "app"), false, "uid-b".into(), t(0))
+        .unwrap();
     // What `Deserialize` builds from (the map's keys are not strings, so not via JSON).
     let back = Releases::from(ReleasesData {
         records: r.records.clone(),

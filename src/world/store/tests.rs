@@ -257,7 +257,12 @@ fn objects_come_out_in_identity_order() {
         .collect();
     assert_eq!(
         names,
-        [("ConfigMap", "a"), ("ConfigMap", "b"), ("ConfigMap", "c"), ("Namespace", "demo")]
+        [
+            ("ConfigMap", "a"),
+            ("ConfigMap", "b"),
+            ("ConfigMap", "c"),
+            ("Namespace", "demo")
+        ]
     );
 }
 
