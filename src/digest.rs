@@ -15,11 +15,13 @@ pub const EMPTY_DIGEST: &str =
 
 /// `sha256:` + lowercase hex of the SHA-256 of `bytes`.
 pub fn sha256(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let sum = Sha256::digest(bytes);
     let mut out = String::with_capacity(71);
     out.push_str("sha256:");
     for b in sum {
-        out.push_str(&format!("{b:02x}"));
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0x0f)]));
     }
     out
 }
@@ -36,39 +38,47 @@ pub fn is_sha256(s: &str) -> bool {
 
 /// Compact JSON with object keys sorted bytewise, at every depth.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    // serde_json writes UTF-8 only, and so does everything else pushed here.
+    String::from_utf8(out).unwrap_or_default()
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// Written straight into one buffer: this runs over every rendered value of every
+/// attempt, and a string per key and per scalar was most of its cost.
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[k], out);
+                write_json(k, out);
+                out.push(b':');
+                write_canonical(v, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(v, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => write_json(scalar, out),
     }
+}
+
+/// Compact JSON of a key or scalar (writing into a `Vec` cannot fail).
+fn write_json<T: serde::Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
+    let _ = serde_json::to_writer(&mut *out, v);
 }
 
 /// ModuleRelease source digest: SHA-256 of `path@version`.
@@ -91,11 +101,11 @@ pub fn release_config(path: &str) -> String {
 
 /// Render digest over objects already sorted by (group, kind, namespace, name) and stamped.
 pub fn render<'a>(sorted_objects: impl IntoIterator<Item = &'a Value>) -> String {
-    let mut buf = String::new();
+    let mut buf = Vec::new();
     for o in sorted_objects {
         write_canonical(o, &mut buf);
     }
-    sha256(buf.as_bytes())
+    sha256(&buf)
 }
 
 /// Inventory digest: entries sorted by (group, kind, namespace, name, component, v), each

@@ -333,6 +333,11 @@ impl Attempt {
 
     /// Sends the status as one merge patch, unless it changes nothing.
     pub(super) fn commit(&mut self, new: ReleaseStatus, after: After) {
+        // Equal statuses serialise alike, so their patch is empty: most attempts (periodic
+        // NoOps) end here without turning both statuses into JSON to diff them.
+        if new == self.ctx.persisted {
+            return self.after_patch(after);
+        }
         let old = serde_json::to_value(&self.ctx.persisted).unwrap_or_default();
         let new_value = serde_json::to_value(&new).unwrap_or_default();
         let patch = merge_patch(&old, &new_value);

@@ -108,18 +108,21 @@ impl World {
             for e in &batch {
                 answer = self.execute(key, e).or(answer);
             }
-            // `check_batch` guarantees a last effect.
-            let last = batch.last().cloned().expect("non-empty batch");
+            // Only `Done` is copied out of the batch: cloning every last effect copied each
+            // drift check's manifests once more.
+            let done = match batch.last() {
+                Some(Effect::Done {
+                    outcome,
+                    reason,
+                    requeue_after,
+                }) => Some((*outcome, reason.clone(), *requeue_after)),
+                _ => None,
+            };
             if keep {
                 batches.push(std::mem::take(&mut batch));
             }
-            if let Effect::Done {
-                outcome,
-                reason,
-                requeue_after,
-            } = last
-            {
-                break (outcome, reason, requeue_after);
+            if let Some(done) = done {
+                break done;
             }
             if steps >= self.max_steps {
                 return Err(WorldError::Runaway {

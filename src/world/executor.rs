@@ -51,6 +51,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// Single-key series are looked up before inserting, so a release's key is copied
+    /// only the first time: this runs for every metric of every attempt.
     fn record(&mut self, key: &ReleaseKey, m: &Metric) {
         match m {
             Metric::Reconcile { outcome, duration } => {
@@ -58,7 +60,12 @@ impl Metrics {
                     .reconcile_total
                     .entry((key.clone(), *outcome))
                     .or_default() += 1;
-                *self.reconcile_duration.entry(key.clone()).or_default() += *duration;
+                match self.reconcile_duration.get_mut(key) {
+                    Some(d) => *d += *duration,
+                    None => {
+                        self.reconcile_duration.insert(key.clone(), *duration);
+                    }
+                }
             }
             Metric::ApplyResources {
                 created,
@@ -73,21 +80,30 @@ impl Metrics {
                     *self.apply_resources.entry((key.clone(), a)).or_default() += n;
                 }
             }
-            Metric::PruneResources { count } => {
-                *self.prune_resources.entry(key.clone()).or_default() += count;
-            }
-            Metric::InventorySize { count } => {
-                self.inventory_size.insert(key.clone(), *count);
-            }
-            Metric::ReleaseHealthy { healthy } => {
-                self.release_healthy.insert(key.clone(), *healthy);
-            }
-            Metric::HealthWait { duration } => {
-                self.health_waits
-                    .entry(key.clone())
-                    .or_default()
-                    .push(*duration);
-            }
+            Metric::PruneResources { count } => match self.prune_resources.get_mut(key) {
+                Some(v) => *v += count,
+                None => {
+                    self.prune_resources.insert(key.clone(), *count);
+                }
+            },
+            Metric::InventorySize { count } => match self.inventory_size.get_mut(key) {
+                Some(v) => *v = *count,
+                None => {
+                    self.inventory_size.insert(key.clone(), *count);
+                }
+            },
+            Metric::ReleaseHealthy { healthy } => match self.release_healthy.get_mut(key) {
+                Some(v) => *v = *healthy,
+                None => {
+                    self.release_healthy.insert(key.clone(), *healthy);
+                }
+            },
+            Metric::HealthWait { duration } => match self.health_waits.get_mut(key) {
+                Some(v) => v.push(*duration),
+                None => {
+                    self.health_waits.insert(key.clone(), vec![*duration]);
+                }
+            },
         }
     }
 
@@ -127,6 +143,9 @@ impl World {
     pub fn execute(&mut self, key: &ReleaseKey, effect: &Effect) -> Option<InputKind> {
         match effect {
             Effect::EmitEvent { event } => {
+                if self.retention == super::Retention::Timeline {
+                    return None;
+                }
                 self.events.push(RecordedEvent {
                     at: self.now,
                     key: key.clone(),

@@ -81,7 +81,7 @@ impl World {
         let rollout = self.rollouts.get(&id.name).cloned().unwrap_or_default();
         let since = self
             .applied_at
-            .get(&key(id))
+            .get(id as &dyn super::store::KeyParts)
             .copied()
             .unwrap_or(Timestamp::MIN);
         let due = add(since, Duration::from_secs(rollout.after_secs)) <= self.now;

@@ -62,7 +62,7 @@ pub use scenario::{
     Scenario, ScenarioAccount, ScenarioError, ScenarioEvent, ScenarioFault, ScenarioModule,
     ScenarioSource, expand_copies, release_count, release_from_manifest, timeline_text,
 };
-pub use store::{FieldPath, Store, StoredObject};
+pub use store::{FieldPath, Managers, Store, StoredObject};
 
 use crate::config::Config;
 use crate::input::{InputError, SourceArtifact};
@@ -89,7 +89,9 @@ pub enum Retention {
     /// Full [`AttemptLog`]s (inputs, effects, status): for tests and traces.
     Full,
     /// Only [`TimelineEntry`]s (the last [`AttemptLog`] is kept, without its inputs and
-    /// effects): for long simulations.
+    /// effects): for long simulations. Emitted events ([`World::events`]) and watch
+    /// triggers ([`World::triggers`]) are not kept either, so memory stays flat however
+    /// many virtual hours run.
     Timeline,
 }
 
@@ -129,8 +131,8 @@ pub struct World {
     current: executor::Current,
     /// Simulated rollouts by object name (SPEC §26); absent = healthy once applied.
     rollouts: BTreeMap<String, health::SimRollout>,
-    /// Last apply of each object: its rollout's start.
-    applied_at: BTreeMap<(String, String, String, String), Timestamp>,
+    /// Last apply of each object: its rollout's start (looked up, never walked).
+    applied_at: store::FixedHashMap<(String, String, String, String), Timestamp>,
 }
 
 impl World {
@@ -161,7 +163,7 @@ impl World {
             max_steps: 256,
             current: executor::Current::default(),
             rollouts: BTreeMap::new(),
-            applied_at: BTreeMap::new(),
+            applied_at: Default::default(),
         }
     }
 
@@ -225,13 +227,15 @@ impl World {
     pub fn logs(&self) -> &[AttemptLog] {
         &self.logs
     }
+    /// Events the core emitted so far; empty with [`Retention::Timeline`].
     pub fn events(&self) -> &[RecordedEvent] {
         &self.events
     }
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }
-    /// Every watch trigger so far (what re-queued a release early, and when).
+    /// Every watch trigger so far (what re-queued a release early, and when); empty with
+    /// [`Retention::Timeline`].
     pub fn triggers(&self) -> &[Trigger] {
         &self.triggers
     }
@@ -351,12 +355,14 @@ impl World {
             self.set_due(key, now);
         }
         self.changed_at.insert(key.clone(), now);
-        self.triggers.push(Trigger {
-            at: now,
-            before_attempt: self.attempts_run(),
-            key: key.clone(),
-            why: why.to_string(),
-        });
+        if self.retention == Retention::Full {
+            self.triggers.push(Trigger {
+                at: now,
+                before_attempt: self.attempts_run(),
+                key: key.clone(),
+                why: why.to_string(),
+            });
+        }
     }
 
     fn trigger_source_users(&mut self, source: &SourceId, why: &'static str) {
@@ -383,13 +389,13 @@ impl World {
         }
     }
 
-    /// Releases whose `dependsOn` names `dep`. Runs on every Ready transition, so it reads
-    /// the refs in place: building a snapshot of every release made a 10 000-release world
-    /// spend most of its time here.
+    /// Releases whose `dependsOn` names `dep`. Runs on every Ready transition, so it only
+    /// looks at the releases that have a `dependsOn` at all ([`Releases::with_depends_on`]):
+    /// walking every release here made each transition cost O(fleet).
     fn trigger_dependents(&mut self, dep: &ReleaseKey) {
         let dependents: Vec<ReleaseKey> = self
             .releases
-            .iter()
+            .with_depends_on()
             .filter(|(k, r)| {
                 r.object
                     .common()

@@ -2,7 +2,7 @@
 //! only, finalizers, `deletionTimestamp`, annotations, and the status subresource (merge
 //! patches that never bump the generation).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -95,13 +95,60 @@ pub enum EditError {
 
 /// All release objects, both kinds.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", from = "ReleasesData")]
 pub struct Releases {
+    records: BTreeMap<ReleaseKey, ReleaseRecord>,
+    resource_version: u64,
+    /// Keys of the releases with a non-empty `dependsOn`, kept in step with `records` so
+    /// a Ready transition finds its dependents without walking the whole fleet.
+    #[serde(skip)]
+    with_deps: BTreeSet<ReleaseKey>,
+}
+
+/// What [`Releases`] serialises; the index is rebuilt on the way in.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReleasesData {
     records: BTreeMap<ReleaseKey, ReleaseRecord>,
     resource_version: u64,
 }
 
+impl From<ReleasesData> for Releases {
+    fn from(d: ReleasesData) -> Self {
+        let mut r = Releases {
+            records: d.records,
+            resource_version: d.resource_version,
+            with_deps: BTreeSet::new(),
+        };
+        let keys: Vec<ReleaseKey> = r.records.keys().cloned().collect();
+        for k in &keys {
+            r.reindex(k);
+        }
+        r
+    }
+}
+
 impl Releases {
+    /// The releases that have a `dependsOn`, in key order.
+    pub fn with_depends_on(&self) -> impl Iterator<Item = (&ReleaseKey, &ReleaseRecord)> {
+        self.with_deps
+            .iter()
+            .filter_map(|k| self.records.get_key_value(k))
+    }
+
+    /// Puts `key` in or out of the `dependsOn` index after its record changed or went away.
+    fn reindex(&mut self, key: &ReleaseKey) {
+        let has_deps = self
+            .records
+            .get(key)
+            .is_some_and(|r| !r.object.common().depends_on.is_empty());
+        if has_deps {
+            self.with_deps.insert(key.clone());
+        } else {
+            self.with_deps.remove(key);
+        }
+    }
+
     pub fn get(&self, key: &ReleaseKey) -> Option<&ReleaseObject> {
         self.records.get(key).map(|r| &r.object)
     }
@@ -154,6 +201,7 @@ impl Releases {
         meta.deletion_timestamp = None;
         self.records
             .insert(key.clone(), ReleaseRecord { object, external });
+        self.reindex(&key);
         self.bump(&key);
         Ok(key)
     }
@@ -176,6 +224,7 @@ impl Releases {
         *o = candidate;
         let meta = meta_mut(o);
         meta.generation = Some(meta.generation.unwrap_or(0) + 1);
+        self.reindex(key);
         self.bump(key);
         Ok(true)
     }
@@ -202,6 +251,7 @@ impl Releases {
         let meta = meta_mut(o);
         if meta.finalizers.as_ref().is_none_or(|f| f.is_empty()) {
             self.records.remove(key);
+            self.reindex(key);
             return true;
         }
         if meta.deletion_timestamp.is_none() {
@@ -238,6 +288,7 @@ impl Releases {
             && meta.finalizers.as_ref().is_none_or(|f| f.is_empty());
         if gone {
             self.records.remove(key);
+            self.reindex(key);
         } else {
             self.bump(key);
         }

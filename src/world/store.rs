@@ -48,11 +48,86 @@ impl fmt::Display for FieldPath {
     }
 }
 
+/// The managers of one field, sorted and without duplicates. Nearly every field has
+/// exactly one, so this is a short vector: a `BTreeSet` allocates a node for eleven names
+/// per field, which made the field maps most of a 10 000-release world's memory.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "BTreeSet<String>", into = "BTreeSet<String>")]
+pub struct Managers(Vec<String>);
+
+impl Managers {
+    /// A field owned by `manager` alone.
+    pub fn one(manager: &str) -> Self {
+        Self(vec![manager.to_string()])
+    }
+
+    pub fn contains(&self, manager: &str) -> bool {
+        self.0.iter().any(|m| m == manager)
+    }
+
+    /// Adds `manager` (no-op when present).
+    pub fn insert(&mut self, manager: &str) {
+        if let Err(i) = self.0.binary_search_by(|m| m.as_str().cmp(manager)) {
+            self.0.insert(i, manager.to_string());
+        }
+    }
+
+    pub fn remove(&mut self, manager: &str) {
+        self.0.retain(|m| m != manager);
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The managers in name order.
+    pub fn iter(&self) -> impl Iterator<Item = &String> {
+        self.0.iter()
+    }
+}
+
+impl From<BTreeSet<String>> for Managers {
+    fn from(set: BTreeSet<String>) -> Self {
+        Self(set.into_iter().collect())
+    }
+}
+
+impl From<Managers> for BTreeSet<String> {
+    fn from(m: Managers) -> Self {
+        m.0.into_iter().collect()
+    }
+}
+
+impl<'a> IntoIterator for &'a Managers {
+    type Item = &'a String;
+    type IntoIter = std::slice::Iter<'a, String>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
 const LABELS: &str = "metadata.labels";
 const ANNOTATIONS: &str = "metadata.annotations";
 
 /// The fields of a manifest as this store understands them.
 pub fn fields_of(manifest: &Value) -> BTreeMap<FieldPath, Value> {
+    field_refs(manifest)
+        .into_iter()
+        .map(|((top, sub), v)| (FieldPath::new(top, sub), v.clone()))
+        .collect()
+}
+
+/// [`fields_of`] borrowing from the manifest, each path as `(top, sub)`, which sorts
+/// exactly as [`FieldPath`] does: comparisons (drift checks) need no copy of anything.
+fn field_refs(manifest: &Value) -> BTreeMap<(&str, &str), &Value> {
     let mut out = BTreeMap::new();
     let Some(obj) = manifest.as_object() else {
         return out;
@@ -61,7 +136,7 @@ pub fn fields_of(manifest: &Value) -> BTreeMap<FieldPath, Value> {
         for (top, key) in [(LABELS, "labels"), (ANNOTATIONS, "annotations")] {
             if let Some(map) = meta.get(key).and_then(Value::as_object) {
                 for (k, v) in map {
-                    out.insert(FieldPath::new(top, k), v.clone());
+                    out.insert((top, k.as_str()), v);
                 }
             }
         }
@@ -73,11 +148,11 @@ pub fn fields_of(manifest: &Value) -> BTreeMap<FieldPath, Value> {
         match v {
             Value::Object(sub) if !sub.is_empty() => {
                 for (sk, sv) in sub {
-                    out.insert(FieldPath::new(k, sk), sv.clone());
+                    out.insert((k.as_str(), sk.as_str()), sv);
                 }
             }
             other => {
-                out.insert(FieldPath::new(k, ""), other.clone());
+                out.insert((k.as_str(), ""), other);
             }
         }
     }
@@ -96,6 +171,58 @@ pub fn key_of(id: &ResourceId) -> ObjKey {
     )
 }
 
+/// An object's identity as borrowed parts, so maps keyed by [`ObjKey`] can be searched
+/// with a [`ResourceId`] without copying its four strings on every lookup.
+pub(crate) trait KeyParts {
+    fn parts(&self) -> (&str, &str, &str, &str);
+}
+
+impl KeyParts for ObjKey {
+    fn parts(&self) -> (&str, &str, &str, &str) {
+        (&self.0, &self.1, &self.2, &self.3)
+    }
+}
+
+impl KeyParts for ResourceId {
+    fn parts(&self) -> (&str, &str, &str, &str) {
+        (&self.group, &self.kind, &self.namespace, &self.name)
+    }
+}
+
+// Tuples order field by field, exactly as these compare the parts: `Borrow`'s contract.
+impl<'a> std::borrow::Borrow<dyn KeyParts + 'a> for ObjKey {
+    fn borrow(&self) -> &(dyn KeyParts + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn KeyParts + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn KeyParts + '_ {}
+
+impl PartialOrd for dyn KeyParts + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::hash::Hash for dyn KeyParts + '_ {
+    // A tuple of `&str` hashes exactly as the same tuple of `String`s.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
+    }
+}
+
+impl Ord for dyn KeyParts + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
 /// A live object.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -106,7 +233,7 @@ pub struct StoredObject {
     pub resource_version: u64,
     pub fields: BTreeMap<FieldPath, Value>,
     /// Managers of each field; a field is never without one.
-    pub owners: BTreeMap<FieldPath, BTreeSet<String>>,
+    pub owners: BTreeMap<FieldPath, Managers>,
 }
 
 impl StoredObject {
@@ -189,11 +316,19 @@ pub const BUILTIN_CLUSTER_SCOPED: [(&str, &str); 10] = [
     ),
 ];
 
+/// A hash map that hashes the same way in every run (SipHash with fixed keys): the world
+/// draws no randomness it was not seeded with.
+pub(crate) type FixedHashMap<K, V> =
+    std::collections::HashMap<K, V, std::hash::BuildHasherDefault<std::hash::DefaultHasher>>;
+
 /// All managed objects of the simulated cluster.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Store {
-    objects: BTreeMap<ObjKey, StoredObject>,
+    /// By identity. Hashed, not ordered: every attempt looks objects up, and a B-tree of
+    /// 30 000 four-string keys spent most of a large world's time comparing strings.
+    /// [`Store::objects`] sorts when asked.
+    objects: FixedHashMap<ObjKey, StoredObject>,
     cluster_scoped: BTreeSet<GroupKind>,
     /// Fields that may not change once set, per kind (`Invalid` on change).
     immutable: BTreeSet<(String, FieldPath)>,
@@ -219,7 +354,7 @@ impl Store {
         .map(|(k, f)| (k.to_string(), f))
         .collect();
         Self {
-            objects: BTreeMap::new(),
+            objects: FixedHashMap::default(),
             cluster_scoped,
             immutable,
             uids: SplitMix64::new(seed ^ 0x005e_ed0b_1ec7_u64),
@@ -228,9 +363,10 @@ impl Store {
     }
 
     pub fn is_cluster_scoped(&self, group: &str, kind: &str) -> bool {
+        // Kinds differ more often (and in length) than groups: cheaper to reject first.
         self.cluster_scoped
             .iter()
-            .any(|gk| gk.group == group && gk.kind == kind)
+            .any(|gk| gk.kind == kind && gk.group == group)
     }
 
     pub fn cluster_scoped(&self) -> Vec<GroupKind> {
@@ -246,11 +382,14 @@ impl Store {
     }
 
     pub fn get(&self, id: &ResourceId) -> Option<&StoredObject> {
-        self.objects.get(&key_of(id))
+        self.objects.get(id as &dyn KeyParts)
     }
 
+    /// Every object, in identity order (group, kind, namespace, name).
     pub fn objects(&self) -> impl Iterator<Item = &StoredObject> {
-        self.objects.values()
+        let mut all: Vec<(&ObjKey, &StoredObject)> = self.objects.iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all.into_iter().map(|(_, o)| o)
     }
 
     pub fn len(&self) -> usize {
@@ -299,7 +438,7 @@ impl Store {
             if !dry_run {
                 let owners = desired
                     .keys()
-                    .map(|f| (f.clone(), BTreeSet::from([manager.to_string()])))
+                    .map(|f| (f.clone(), Managers::one(manager)))
                     .collect();
                 let obj = StoredObject {
                     id: id.clone(),
@@ -361,7 +500,7 @@ impl Store {
                 // A changed value belongs to the applier alone (forced, or nobody else had it).
                 set.clear();
             }
-            set.insert(manager.to_string());
+            set.insert(manager);
             fields.insert(f.clone(), v.clone());
         }
         for (kind, f) in &self.immutable {
@@ -399,13 +538,28 @@ impl Store {
         let Some(live) = self.get(id) else {
             return true;
         };
-        let desired = fields_of(manifest);
-        let changed = desired.iter().any(|(f, v)| live.fields.get(f) != Some(v));
-        let dropped = live
-            .owners
-            .iter()
-            .any(|(f, set)| set.contains(manager) && !desired.contains_key(f));
-        changed || dropped
+        // Both sides are sorted by (top, sub): one merge pass each way, no lookups and no
+        // copies of the desired paths (this runs for every object of every attempt).
+        let desired = field_refs(manifest);
+        fn path(f: &FieldPath) -> (&str, &str) {
+            (f.top.as_str(), f.sub.as_str())
+        }
+        let mut live_fields = live.fields.iter().peekable();
+        let changed = desired.iter().any(|(want, v)| {
+            while live_fields.next_if(|(f, _)| path(f) < *want).is_some() {}
+            live_fields
+                .peek()
+                .is_none_or(|(f, lv)| path(f) != *want || *lv != *v)
+        });
+        if changed {
+            return true;
+        }
+        let mut wanted = desired.keys().peekable();
+        live.owners.iter().any(|(f, set)| {
+            let have = path(f);
+            while wanted.next_if(|w| **w < have).is_some() {}
+            set.contains(manager) && wanted.peek().is_none_or(|w| **w != have)
+        })
     }
 
     /// DELETE with a UID precondition.
@@ -488,8 +642,7 @@ impl Store {
             obj.owners.remove(&field);
         } else {
             obj.fields.insert(field.clone(), value);
-            obj.owners
-                .insert(field, BTreeSet::from([manager.to_string()]));
+            obj.owners.insert(field, Managers::one(manager));
         }
     }
 

@@ -495,3 +495,30 @@ fn a_second_release_of_a_fixed_name_object_is_refused_every_time() {
         Some(&json!("first"))
     );
 }
+
+#[test]
+fn timeline_retention_keeps_no_events_or_triggers_but_the_same_history() {
+    let run = |r: Retention| {
+        let (w, key) = world();
+        let mut w = w.with_retention(r);
+        w.schedule(
+            t(600),
+            WorldEvent::EditSpec {
+                key,
+                patch: json!({"values": {"replicas": 2}}),
+            },
+        );
+        w.drive_until(t(3600)).unwrap();
+        w
+    };
+    let full = run(Retention::Full);
+    let lean = run(Retention::Timeline);
+    assert!(!full.events().is_empty());
+    assert!(lean.events().is_empty());
+    // Creation triggered before the retention was chosen; the edit's trigger is not kept.
+    assert_eq!(full.triggers().len(), 2);
+    assert_eq!(lean.triggers().len(), 1);
+    assert_eq!(lean.timeline(), full.timeline());
+    assert_eq!(lean.releases(), full.releases());
+    assert!(lean.logs().len() <= 1 && full.logs().len() == full.timeline().len());
+}

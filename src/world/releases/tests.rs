@@ -92,3 +92,61 @@ fn snapshot_fills_dependency_defaults() {
     assert_eq!(s.generation, 2);
     assert_eq!(s.ready, "");
 }
+
+fn depending(name: &str, on: &str) -> ReleaseObject {
+    let mut o = fixtures::module_release("demo", name, "example.com/modules/web@v0", "v0.2.1");
+    fixtures::common_mut(&mut o).depends_on = vec![crate::api::DependencyRef {
+        name: on.into(),
+        namespace: String::new(),
+        kind: String::new(),
+    }];
+    o
+}
+
+fn indexed(r: &Releases) -> Vec<String> {
+    r.with_depends_on().map(|(k, _)| k.name.clone()).collect()
+}
+
+#[test]
+fn depends_on_index_follows_creates_edits_and_deletions() {
+    let (mut r, plain) = setup();
+    let b = r
+        .create(depending("b", "app"), false, "uid-b".into(), t(0))
+        .unwrap();
+    r.create(depending("a", "app"), false, "uid-a".into(), t(0))
+        .unwrap();
+    // Key order, as walking every release gave; the release without dependsOn is absent.
+    assert_eq!(indexed(&r), ["a", "b"]);
+    r.edit_spec(&plain, &json!({"dependsOn": [{"name": "b"}]}))
+        .unwrap();
+    assert_eq!(indexed(&r), ["a", "app", "b"]);
+    r.edit_spec(&b, &json!({"dependsOn": null})).unwrap();
+    assert_eq!(indexed(&r), ["a", "app"]);
+    // Deleting with a finalizer keeps the object (and its entry) until the finalizer goes.
+    r.add_finalizer(&plain, FINALIZER).unwrap();
+    assert!(r.delete(&plain, t(1)));
+    assert_eq!(indexed(&r), ["a", "app"]);
+    r.remove_finalizer(&plain, FINALIZER).unwrap();
+    assert_eq!(indexed(&r), ["a"]);
+    let a = ReleaseKey {
+        kind: Kind::ModuleRelease,
+        namespace: "demo".into(),
+        name: "a".into(),
+    };
+    assert!(r.delete(&a, t(2)));
+    assert!(indexed(&r).is_empty());
+}
+
+#[test]
+fn depends_on_index_is_rebuilt_from_serialised_data() {
+    let (mut r, _) = setup();
+    r.create(depending("b", "app"), false, "uid-b".into(), t(0))
+        .unwrap();
+    // What `Deserialize` builds from (the map's keys are not strings, so not via JSON).
+    let back = Releases::from(ReleasesData {
+        records: r.records.clone(),
+        resource_version: r.resource_version,
+    });
+    assert_eq!(indexed(&back), ["b"]);
+    assert_eq!(back, r);
+}

@@ -115,7 +115,7 @@ fn conflict_unless_forced_and_same_value_is_shared() {
     let live = s.get(&cm("c")).unwrap();
     assert_eq!(
         live.owners[&FieldPath::new("data", "a")],
-        BTreeSet::from(["opm".to_string()])
+        Managers::one("opm")
     );
 }
 
@@ -212,4 +212,77 @@ fn scope() {
     assert!(s.is_cluster_scoped("", "Namespace"));
     assert!(!s.is_cluster_scoped("", "ConfigMap"));
     assert!(s.namespace_exists("demo"));
+}
+
+#[test]
+fn drift_compares_every_field_both_ways() {
+    let mut s = store();
+    let m = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "demo", "labels": {"a": "1", "b": "2"}},
+        "data": {"x": "1", "y": "2"}});
+    s.apply(&cm("c"), &m, "opm", false, false).unwrap();
+    assert!(!s.drifted(&cm("c"), &m, "opm"));
+    // A field asked for that the live object lacks (first, middle, last in order).
+    for (path, value) in [("/metadata/labels/0", "v"), ("/data/xx", "v"), ("/zz", "v")] {
+        let mut more = m.clone();
+        let (parent, key) = path.rsplit_once('/').unwrap();
+        more.pointer_mut(if parent.is_empty() { "" } else { parent })
+            .unwrap()
+            .as_object_mut()
+            .unwrap()
+            .insert(key.into(), json!(value));
+        assert!(s.drifted(&cm("c"), &more, "opm"), "{path}");
+    }
+    // A field we manage that is no longer asked for.
+    let mut fewer = m.clone();
+    fewer["data"].as_object_mut().unwrap().remove("y");
+    assert!(s.drifted(&cm("c"), &fewer, "opm"));
+    // Someone else's field we do not ask for is not drift; nor is another manager's view.
+    s.write_field(&cm("c"), "hpa", FieldPath::new("data", "z"), json!("9"));
+    assert!(!s.drifted(&cm("c"), &m, "opm"));
+    assert!(s.drifted(&cm("c"), &fewer, "opm"));
+    assert!(!s.drifted(&cm("c"), &fewer, "hpa-only-owns-z"));
+}
+
+#[test]
+fn objects_come_out_in_identity_order() {
+    let mut s = store();
+    for name in ["b", "a", "c"] {
+        s.apply(&cm(name), &manifest(json!({})), "opm", false, false)
+            .unwrap();
+    }
+    let names: Vec<(&str, &str)> = s
+        .objects()
+        .map(|o| (o.id.kind.as_str(), o.id.name.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("ConfigMap", "a"),
+            ("ConfigMap", "b"),
+            ("ConfigMap", "c"),
+            ("Namespace", "demo")
+        ]
+    );
+}
+
+#[test]
+fn managers_stay_sorted_and_serialise_as_a_set() {
+    let mut m = Managers::one("opm");
+    m.insert("hpa");
+    m.insert("opm");
+    m.insert("zeta");
+    assert_eq!(m.iter().collect::<Vec<_>>(), ["hpa", "opm", "zeta"]);
+    assert_eq!(m.len(), 3);
+    let as_set: BTreeSet<String> = ["hpa", "opm", "zeta"].map(String::from).into();
+    assert_eq!(
+        serde_json::to_value(&m).unwrap(),
+        serde_json::to_value(&as_set).unwrap()
+    );
+    let back: Managers = serde_json::from_value(json!(["zeta", "hpa", "hpa"])).unwrap();
+    assert_eq!(back.iter().collect::<Vec<_>>(), ["hpa", "zeta"]);
+    m.remove("opm");
+    assert!(!m.contains("opm") && m.contains("hpa"));
+    m.clear();
+    assert!(m.is_empty());
 }
