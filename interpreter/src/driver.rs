@@ -1,7 +1,7 @@
 //! Runs one reconcile attempt: read the release, start the core's [`Attempt`], execute each
 //! batch in order (fire-and-forget effects first, then the awaited one, bounded by
 //! [`Attempt::bound`]), feed the result back, until `Done` (the drain rule, opm_core docs).
-//! The executors live in [`crate::effects`], one per effect kind; the driver decides
+//! The executors live in `effects`, one module per effect kind; the driver decides
 //! nothing: it only adds ±5 % jitter to success requeues.
 
 use std::time::Duration;
@@ -63,7 +63,8 @@ pub async fn run_attempt(rt: &Runtime, key: &ReleaseKey) -> Result<Finished, Dri
 }
 
 /// [`run_attempt`] starting from the controller store's copy of the release, used instead
-/// of a GET when it is not older than our own last write to it ([`Observed::usable`]).
+/// of a GET when it is not older than our own last write to it
+/// ([`crate::observed::Observed::usable`]).
 pub async fn run_attempt_from(
     rt: &Runtime,
     key: &ReleaseKey,

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use opm_core::effect::{EffectKind, Impersonation};
-use opm_core::{ApiError, InputKind, ReleaseKey};
+use opm_core::input::LiveObject;
+use opm_core::{ApiError, InputKind, ReleaseKey, ResourceId};
 
 use crate::runtime::Runtime;
 use crate::secrets::SecretTable;
@@ -59,6 +60,17 @@ pub(crate) fn deadline_error(kind: EffectKind) -> ApiError {
     ApiError::Timeout {
         message: format!("{kind:?} exceeded the attempt deadline"),
     }
+}
+
+/// Every target's read failed with `e` (a client that cannot be built, or a timeout).
+pub(crate) fn failed_reads(targets: &[ResourceId], e: ApiError) -> Vec<LiveObject> {
+    targets
+        .iter()
+        .map(|id| LiveObject {
+            id: id.clone(),
+            result: Err(e.clone()),
+        })
+        .collect()
 }
 
 /// The user requests are sent as: the impersonated one, or empty for the operator's own.

@@ -2,10 +2,9 @@
 //! of SPEC §25 (from the managed-object watch when it holds the object).
 
 use opm_core::effect::{EffectKind, Impersonation};
-use opm_core::input::LiveObject;
-use opm_core::{ApiError, InputKind, ResourceId};
+use opm_core::{InputKind, ResourceId};
 
-use super::{Cx, deadline_error, within};
+use super::{Cx, deadline_error, failed_reads, within};
 
 pub(crate) async fn run(
     cx: &mut Cx<'_>,
@@ -16,27 +15,16 @@ pub(crate) async fn run(
         let rt = cx.rt;
         let objects = match rt.clients.for_identity(identity) {
             Ok(client) => crate::owners::inspect(client, &rt.resolver, &rt.watch, targets).await,
-            Err(e) => failed(targets, e),
+            Err(e) => failed_reads(targets, e),
         };
         InputKind::OwnersInspected { objects }
     };
     within(cx.bound, work, || timed_out(targets)).await
 }
 
-/// Every target failed with `e`.
-fn failed(targets: &[ResourceId], e: ApiError) -> Vec<LiveObject> {
-    targets
-        .iter()
-        .map(|id| LiveObject {
-            id: id.clone(),
-            result: Err(e.clone()),
-        })
-        .collect()
-}
-
 /// The answer when it overran its bound.
 pub(super) fn timed_out(targets: &[ResourceId]) -> InputKind {
     InputKind::OwnersInspected {
-        objects: failed(targets, deadline_error(EffectKind::InspectOwners)),
+        objects: failed_reads(targets, deadline_error(EffectKind::InspectOwners)),
     }
 }

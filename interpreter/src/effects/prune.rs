@@ -2,10 +2,10 @@
 //! them with a UID precondition (SPEC §12, §28), as the release's identity.
 
 use opm_core::effect::{Deletion, EffectKind, Impersonation};
-use opm_core::input::{LiveObject, ObjectResult};
+use opm_core::input::ObjectResult;
 use opm_core::{ApiError, InputKind, ResourceId};
 
-use super::{Cx, deadline_error, within};
+use super::{Cx, deadline_error, failed_reads, within};
 
 /// GETs each target and reports its uid and labels.
 pub(crate) async fn inspect(
@@ -39,16 +39,6 @@ pub(crate) async fn delete(
         InputKind::Pruned { results }
     };
     within(cx.bound, work, || timed_out_delete(deletions)).await
-}
-
-fn failed_reads(targets: &[ResourceId], e: ApiError) -> Vec<LiveObject> {
-    targets
-        .iter()
-        .map(|id| LiveObject {
-            id: id.clone(),
-            result: Err(e.clone()),
-        })
-        .collect()
 }
 
 fn failed_deletes(deletions: &[Deletion], e: ApiError) -> Vec<ObjectResult> {
