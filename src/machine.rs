@@ -29,7 +29,7 @@ use ctx::Ctx;
 /// awaited effect, and nothing else, until a batch ends in `Done`.**
 ///
 /// Start with [`Attempt::start`] (an `Observed` input), continue with [`Attempt::step`], bound
-/// every awaited effect by [`Attempt::deadline`]. After `Done` the attempt refuses input; the
+/// every awaited effect by [`Attempt::bound`]. After `Done` the attempt refuses input; the
 /// next `Observed` starts a new one.
 #[derive(Debug, Clone)]
 pub struct Attempt {
@@ -130,6 +130,10 @@ impl Phase {
     }
 }
 
+/// The bound of a finishing effect (status patch, finalizer removal): the deadline never
+/// cuts them short, but a hung API call must still end so the release is retried.
+pub const FINISH_BOUND: Duration = Duration::from_secs(30);
+
 /// `ts + d`, saturating at the end of time.
 pub(crate) fn add(ts: Timestamp, d: Duration) -> Timestamp {
     ts.saturating_add(d).unwrap_or(Timestamp::MAX)
@@ -194,6 +198,21 @@ impl Attempt {
     /// effect the interpreter is about to run.
     pub fn remaining(&self, now: Timestamp) -> Duration {
         Duration::try_from(self.deadline.duration_since(now)).unwrap_or(Duration::ZERO)
+    }
+
+    /// How long the interpreter may run the awaited `effect`, started at `now`, before it
+    /// answers with that effect's timeout. Finishing effects get [`FINISH_BOUND`] whatever
+    /// the deadline (they are never cut short once the deadline passes); the termination
+    /// wait runs until its own `until`; every other effect gets what is left before the
+    /// deadline.
+    pub fn bound(&self, now: Timestamp, effect: &Effect) -> Duration {
+        match effect {
+            Effect::PatchStatus { .. } | Effect::RemoveFinalizer { .. } => FINISH_BOUND,
+            Effect::AwaitTermination { until, .. } => {
+                Duration::try_from(until.duration_since(now)).unwrap_or(Duration::ZERO)
+            }
+            _ => self.remaining(now),
+        }
     }
 
     /// True once the attempt has produced `Done`.

@@ -362,6 +362,44 @@ fn remaining_time_shrinks_to_zero_at_the_deadline() {
 }
 
 #[test]
+fn finishing_effects_outlive_the_deadline_and_the_rest_share_it() {
+    let mut mr = module_release();
+    mr.spec.common.timeout = Some("1m".into());
+    let (a, _) = Attempt::start(
+        &operator_cfg(),
+        Input::observed(t0(), ReleaseObject::ModuleRelease(mr)),
+    );
+    let later = t0().checked_add(secs(45)).unwrap();
+    let past = t0().checked_add(secs(90)).unwrap();
+    let fetch = Effect::FetchArtifact {
+        url: "http://a/b.tgz".into(),
+        digest: "sha256:0".into(),
+        revision: "r".into(),
+    };
+    assert_eq!(a.bound(later, &fetch), secs(15));
+    assert_eq!(a.bound(past, &fetch), secs(0));
+    let finishing = [
+        Effect::RemoveFinalizer {
+            finalizer: "f".into(),
+        },
+        Effect::PatchStatus {
+            patch: serde_json::json!({}),
+            status: Box::default(),
+        },
+    ];
+    for e in &finishing {
+        assert_eq!(a.bound(past, e), opm_core::machine::FINISH_BOUND, "{e:?}");
+    }
+    let wait = Effect::AwaitTermination {
+        targets: Vec::new(),
+        identity: None,
+        until: t0().checked_add(secs(20)).unwrap(),
+    };
+    assert_eq!(a.bound(later, &wait), secs(0), "its own `until` has passed");
+    assert_eq!(a.bound(t0(), &wait), secs(20));
+}
+
+#[test]
 fn timeout_during_deletion_keeps_the_finalizer() {
     let (mut mr, _) = applied_module_release(&Canned::default());
     mr.spec.common.prune = true;

@@ -12,6 +12,16 @@
 //! - [`module_ref`]: module reference validation and the synthesised release package.
 //! - [`render`]: the `cue` child process, its deadline, caps, stderr classification, cache.
 //! - [`rendered`]: the exported release value and Secret redaction (SPEC §23).
+//! - [`driver`]: one attempt of the core: feeds inputs, fires events and metrics, bounds
+//!   each awaited effect by `Attempt::bound`, and dispatches it to its executor.
+//! - `effects`: the executors, one module per effect kind (`effects::apply`,
+//!   `effects::render`, …). Each has a `run` that performs the effect and answers with the
+//!   core's `InputKind` (failing each object on a client that cannot be built, scrubbing
+//!   Secret values from API errors; download and render errors pass through [`local`]) and,
+//!   next to it, `timed_out`: its answer when it overruns its bound.
+//! - [`runtime`]: what every attempt shares (clients, caches, watches, metrics, the render
+//!   gate); [`unpersisted`]: failures whose status write failed; [`jitter`]: ±5 % on
+//!   success requeues.
 
 pub mod artifact_cache;
 pub mod cue_limits;
@@ -37,6 +47,7 @@ pub mod discovery;
 pub mod drift;
 pub mod driver;
 pub mod dynamic;
+pub(crate) mod effects;
 pub mod endpoints;
 pub mod events;
 pub mod finalizer;
@@ -44,6 +55,7 @@ pub mod flags;
 pub mod health;
 pub mod health_read;
 pub mod impersonate;
+pub mod jitter;
 pub mod leader;
 pub mod live_cache;
 pub mod local;
@@ -55,11 +67,13 @@ pub mod owners;
 pub mod prune;
 pub mod releases;
 pub mod run;
+pub mod runtime;
 pub mod secrets;
 pub mod service_account;
 pub mod source;
 pub mod status;
 pub mod termination;
 pub mod trace_sink;
+pub mod unpersisted;
 pub mod values_from;
 pub mod values_watch;

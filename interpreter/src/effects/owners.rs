@@ -1,0 +1,30 @@
+//! `InspectOwners`: each target's labels before its first write, for the ownership check
+//! of SPEC §25 (from the managed-object watch when it holds the object).
+
+use opm_core::effect::{EffectKind, Impersonation};
+use opm_core::{InputKind, ResourceId};
+
+use super::{Cx, deadline_error, failed_reads, within};
+
+pub(crate) async fn run(
+    cx: &mut Cx<'_>,
+    targets: &[ResourceId],
+    identity: Option<&Impersonation>,
+) -> InputKind {
+    let work = async {
+        let rt = cx.rt;
+        let objects = match rt.clients.for_identity(identity) {
+            Ok(client) => crate::owners::inspect(client, &rt.resolver, &rt.watch, targets).await,
+            Err(e) => failed_reads(targets, e),
+        };
+        InputKind::OwnersInspected { objects }
+    };
+    within(cx.bound, work, || timed_out(targets)).await
+}
+
+/// The answer when it overran its bound.
+pub(super) fn timed_out(targets: &[ResourceId]) -> InputKind {
+    InputKind::OwnersInspected {
+        objects: failed_reads(targets, deadline_error(EffectKind::InspectOwners)),
+    }
+}

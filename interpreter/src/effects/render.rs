@@ -1,0 +1,74 @@
+//! `Render`: `cue export` of the request, one fair turn of the render gate at a time
+//! (SPEC §24). `cue` sees the real Secret strings; the answer carries their digests again
+//! (SPEC §23, §27). [`crate::local`] maps the renderer's errors to the core's `RenderError`.
+
+use opm_core::effect::RenderRequest;
+use opm_core::input::RenderOutput;
+use opm_core::{InputKind, RenderError};
+use serde_json::Value;
+
+use super::{Cx, within};
+
+pub(crate) async fn run(cx: &mut Cx<'_>, request: &RenderRequest) -> InputKind {
+    let bound = cx.bound;
+    within(bound, render(cx, request), timed_out).await
+}
+
+async fn render(cx: &mut Cx<'_>, request: &RenderRequest) -> InputKind {
+    let (rt, key, secrets) = (cx.rt, cx.key, &mut *cx.secrets);
+    let started = std::time::Instant::now();
+    // SPEC §27: `cue` sees the real Secret strings behind the digests in the values, and
+    // the credentials behind their digest; the core and the trace never do.
+    let request = secrets.restore_request(request);
+    let credentials = match &request {
+        RenderRequest::Module {
+            credentials: Some(d),
+            ..
+        } => secrets.credentials(d).map(|b| (d.clone(), b.to_vec())),
+        _ => None,
+    };
+    let rendered = {
+        let _turn = rt.render_gate.acquire(&key.namespace).await;
+        rt.local.render_with(&request, credentials).await
+    };
+    rt.metrics.record_render(key, started.elapsed());
+    let result = match rendered {
+        Ok((mut value, bytes)) => {
+            secrets.redact_render(&mut value);
+            secrets.redact_render_strings(&mut value);
+            let cluster_scoped = rt.resolver.cluster_scoped(&flatten(&value)).await;
+            Ok(RenderOutput {
+                value,
+                cluster_scoped,
+                bytes,
+            })
+        }
+        Err(e) => Err(secrets.scrub_render_error(e)),
+    };
+    InputKind::Rendered { result }
+}
+
+/// The objects under `components.<c>.<key>` of an exported render (borrowed: a render at
+/// the caps is not copied for the scope lookup).
+/// Public for `kubectl opm diff`, which asks discovery the same question.
+pub fn flatten(exported: &Value) -> Vec<&Value> {
+    exported
+        .get("components")
+        .and_then(Value::as_object)
+        .map(|cs| {
+            cs.values()
+                .filter_map(Value::as_object)
+                .flat_map(|objs| objs.values())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The answer when it overran its bound.
+pub(super) fn timed_out() -> InputKind {
+    InputKind::Rendered {
+        result: Err(RenderError::Timeout {
+            message: "render exceeded the attempt deadline".into(),
+        }),
+    }
+}

@@ -1,0 +1,23 @@
+//! `CheckServiceAccount`: does the release's ServiceAccount exist (read as the operator)?
+
+use opm_core::InputKind;
+use opm_core::effect::EffectKind;
+
+use super::{Cx, deadline_error, within};
+
+pub(crate) async fn run(cx: &mut Cx<'_>, namespace: &str, name: &str) -> InputKind {
+    let work = async {
+        let client = cx.rt.clients.operator();
+        InputKind::ServiceAccountChecked {
+            result: crate::service_account::exists(client, namespace, name).await,
+        }
+    };
+    within(cx.bound, work, timed_out).await
+}
+
+/// The answer when it overran its bound.
+pub(super) fn timed_out() -> InputKind {
+    InputKind::ServiceAccountChecked {
+        result: Err(deadline_error(EffectKind::CheckServiceAccount)),
+    }
+}

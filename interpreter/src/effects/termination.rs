@@ -1,0 +1,43 @@
+//! `AwaitTermination` (SPEC §12 `WaitForTermination`): wait on watch events until each
+//! deleted object is gone. The core bounds it by its `until` (the attempt's deadline); the
+//! wait itself ends [`MARGIN`] earlier so its answer, naming what is left, arrives in time.
+//! Overrunning the bound is no error: what was still there is reported.
+
+use opm_core::InputKind;
+use opm_core::effect::{Deletion, Impersonation};
+
+use super::{Cx, within};
+use crate::termination::{MARGIN, await_gone};
+
+pub(crate) async fn run(
+    cx: &mut Cx<'_>,
+    targets: &[Deletion],
+    identity: Option<&Impersonation>,
+) -> InputKind {
+    let work = async {
+        match cx.rt.clients.for_identity(identity) {
+            Ok(client) => {
+                let wait = cx.bound.saturating_sub(MARGIN);
+                let (remaining, error) = await_gone(client, &cx.rt.resolver, targets, wait).await;
+                InputKind::TerminationAwaited { remaining, error }
+            }
+            Err(e) => InputKind::TerminationAwaited {
+                remaining: ids(targets),
+                error: Some(e),
+            },
+        }
+    };
+    within(cx.bound, work, || timed_out(targets)).await
+}
+
+fn ids(targets: &[Deletion]) -> Vec<opm_core::ResourceId> {
+    targets.iter().map(|d| d.id.clone()).collect()
+}
+
+/// The answer when it overran its bound.
+pub(super) fn timed_out(targets: &[Deletion]) -> InputKind {
+    InputKind::TerminationAwaited {
+        remaining: ids(targets),
+        error: None,
+    }
+}
