@@ -103,10 +103,22 @@ async fn metrics_expose_every_series_and_forget_a_deleted_release() {
     )
     .await;
 
-    let text = scrape(&addr).await;
     let n = &ns.name;
     let web = format!(r#"kind="ModuleRelease",name="web",namespace="{n}""#);
     let r = format!(r#"kind="Release",name="r",namespace="{n}""#);
+    // An attempt's metrics are recorded once its status patch has returned, so the status
+    // can be seen a moment before them: scrape until the pruning attempt's series are in.
+    let pruned = format!(r#"opm_controller_reconcile_total{{{r},outcome="applied_and_pruned"}}"#);
+    let inventory = format!("opm_controller_inventory_size{{{r}}}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let text = loop {
+        let text = scrape(&addr).await;
+        let settled = value(&text, &pruned).is_some() && value(&text, &inventory) == Some(1.0);
+        if settled || std::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
     assert!(
         value(
             &text,
