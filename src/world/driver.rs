@@ -106,6 +106,9 @@ impl World {
             check_batch(key, &batch)?;
             let mut answer = None;
             for e in &batch {
+                // Each effect is bounded as the operator bounds it (`Attempt::bound`): the
+                // finishing ones outlive the attempt's deadline by their own allowance.
+                self.current.deadline = Some(add(self.now, machine.bound(self.now, e)));
                 answer = self.execute(key, e).or(answer);
             }
             // Only `Done` is copied out of the batch: cloning every last effect copied each

@@ -522,3 +522,30 @@ fn timeline_retention_keeps_no_events_or_triggers_but_the_same_history() {
     assert_eq!(lean.releases(), full.releases());
     assert!(lean.logs().len() <= 1 && full.logs().len() == full.timeline().len());
 }
+
+/// The world bounds each effect as the operator does (`Attempt::bound`): an attempt whose
+/// render overran the deadline still writes its status, because the status patch has its
+/// own allowance past the deadline. Before, the world timed the patch out too, and the
+/// simulated release kept no record of the failure the live one shows.
+#[test]
+fn an_attempt_past_its_deadline_still_writes_its_status_as_the_operator_does() {
+    let (mut w, key) = world();
+    w.add_fault(Fault::always(
+        EffectKind::Render,
+        FaultError::Delay {
+            duration: Duration::from_secs(3600),
+        },
+    ))
+    .unwrap();
+    w.run_attempt(&key).unwrap();
+    let status = w
+        .release(&key)
+        .and_then(|r| r.status())
+        .expect("the status was written");
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready");
+    assert_eq!(ready.status, "False", "{ready:?}");
+}
