@@ -70,6 +70,33 @@ fn binary_deploy_and_chart_ship_the_same_client_rate() {
     assert!(template.contains("--kube-api-burst={{ .Values.kubeApiBurst }}"));
 }
 
+/// The chart as Helm renders it (tools/install builds `helm`; `OPM_HELM_BIN`).
+#[test]
+fn the_rendered_chart_passes_the_default_rate() {
+    let helm = std::env::var("OPM_HELM_BIN")
+        .expect("OPM_HELM_BIN is not set: eval \"$(tools/install --env)\"");
+    let out = std::process::Command::new(helm)
+        .args(["template", "x", "--kube-version", "1.37.2"])
+        .arg(repo().join("deploy/helm/opm-operator"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for arg in [
+        format!("- --kube-api-qps={DEFAULT_KUBE_API_QPS}"),
+        format!("- --kube-api-burst={DEFAULT_KUBE_API_BURST}"),
+    ] {
+        assert!(
+            text.lines().any(|l| l.trim() == arg),
+            "helm template lacks {arg}"
+        );
+    }
+}
+
 #[test]
 fn run_help_shows_the_unlimited_default() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_opm-operator"))
