@@ -173,11 +173,7 @@ async fn a_429_is_retried_after_its_retry_after_within_one_request() {
         .await
         .expect("the GET succeeds once the server stops answering 429");
     assert_eq!(cm.data.unwrap()["k"], "v");
-    assert_eq!(
-        hits.load(Ordering::SeqCst),
-        3,
-        "two 429s, then the answer"
-    );
+    assert_eq!(hits.load(Ordering::SeqCst), 3, "two 429s, then the answer");
     // The retries happen below the counting layer: the operator sent one request.
     assert_eq!(counts.snapshot().get, 1);
 }
