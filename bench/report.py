@@ -73,6 +73,9 @@ def markdown(doc):
         out += [title(meta, table, runs), ""]
         out += table_rows(runs)
         out.append("")
+        for run in runs:
+            if run.get("note"):
+                out += [f"N = {run['releases']}, concurrency {run['concurrency']}: {run['note']}.", ""]
     out += cpu_table(doc)
     out += notes()
     return "\n".join(out)
@@ -190,7 +193,8 @@ def svg(doc, n, table="apply-shipped", width=720, height=420):
             parts.append(f'<line x1="{left + pw + 10}" y1="{ly}" x2="{left + pw + 40}" y2="{ly}" '
                          f'stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/>')
             parts.append(f'<text x="{left + pw + 45}" y="{ly + 4}">{s["system"]} c={r["concurrency"]} '
-                         f'({s["converge_seconds"]:.0f}s)</text>')
+                         + (f'({s["converge_seconds"]:.0f}s)' if s["converge_seconds"] else f'(not all: {s.get("converged", "?")})')
+                         + '</text>')
             legend += 1
     parts.append("</svg>\n")
     return "\n".join(parts)
