@@ -69,7 +69,8 @@ fuzz:
 	cargo bench --locked -p opm-core --bench fault_schedules
 
 # Side by side with Flux kustomize-controller (builds it from its Go module once, then
-# 100 and 1000 releases at concurrency 4 and 10; long). Table: bench/results/results.md.
+# 100 and 1000 releases at concurrency 4 and 10, in three tables: as shipped, tuned, and
+# converge to healthy; long). Tables: bench/results/results.md.
 # Options: ./bench/run --help (e.g. BENCH_ARGS="--releases 100 --concurrency 4").
 bench:
 	./bench/run $(BENCH_ARGS)

@@ -17,18 +17,78 @@ def ratio(a, b):
     return f"{a / b:.2f}" if b else "—"
 
 
+# The tables in the order they are printed; results from before tables existed were all
+# measured at the tuned client limits, apply-only.
+ORDER = ["apply-shipped", "apply-tuned", "healthy-shipped", "healthy-tuned"]
+LEGACY = "apply-tuned"
+
+
+def table_of(run):
+    return run.get("table", LEGACY)
+
+
+def svg_name(table, n):
+    """The headline table keeps the old chart names (ready-<N>.svg)."""
+    return f"ready-{n}.svg" if table == "apply-shipped" else f"ready-{n}-{table}.svg"
+
+
+def limits_text(meta, table, runs):
+    if table.endswith("-tuned"):
+        return f"both controllers at client QPS {meta['qps']} / burst {meta['burst']}"
+    shipped = {}
+    for run in runs:
+        for s in run["systems"]:
+            lim = s.get("client_limits") or {}
+            shipped[s["system"] if s["system"] == "flux" else "opm"] = lim
+    parts = []
+    for key, name in (("flux", "Flux kustomize-controller"), ("opm", "opm-operator")):
+        if key in shipped:
+            lim = shipped[key]
+            qps = "unlimited (0)" if lim.get("qps") == 0 else lim.get("qps")
+            parts.append(f"{name} QPS {qps} / burst {lim.get('burst')}")
+    return "every controller with its shipped client defaults (no flag: " + "; ".join(parts) + ")"
+
+
+def title(meta, table, runs):
+    variant = table.split("-")[0]
+    what = {
+        "apply": "apply-only (`wait: false`): Ready once the API server accepted every object",
+        "healthy": "converge to healthy (`wait: true`, Flux's `spec.wait` and our health wait) on a cluster "
+                   "with the real kube-controller-manager, kube-scheduler and kwok nodes (their clients at "
+                   f"QPS {meta.get('cluster_qps', '?')} / burst {meta.get('cluster_burst', '?')}): Ready once "
+                   "every Deployment rolled out",
+    }[variant]
+    head = {"apply-shipped": "Headline: as shipped", "apply-tuned": "Tuned",
+            "healthy-shipped": "Converge to healthy, as shipped", "healthy-tuned": "Converge to healthy, tuned"}[table]
+    return f"### {head}\n\n{what}; {limits_text(meta, table, runs)}."
+
+
 def markdown(doc):
     meta = doc["meta"]
+    out = [f"Run {meta['date']} on {meta['cpus']} CPUs (a machine shared with other work); command "
+           f"`{meta['command']}`.", ""]
+    tables = sorted({table_of(r) for r in doc["runs"]}, key=lambda t: ORDER.index(t) if t in ORDER else 99)
+    for table in tables:
+        runs = [r for r in doc["runs"] if table_of(r) == table]
+        out += [title(meta, table, runs), ""]
+        out += table_rows(runs)
+        out.append("")
+        for run in runs:
+            if run.get("note"):
+                out += [f"N = {run['releases']}, concurrency {run['concurrency']}: {run['note']}.", ""]
+    out += cpu_table(doc)
+    out += notes()
+    return "\n".join(out)
+
+
+def table_rows(runs):
     out = [
-        f"Run {meta['date']} on {meta['cpus']} CPUs; both controllers with client QPS {meta['qps']} / "
-        f"burst {meta['burst']}; command `{meta['command']}`.",
-        "",
         "| N | conc. | system | all Ready (s) | objects/s | peak RSS (MiB) | requests to converge | "
         "re-reconcile all (s) | requests / unchanged release | object writes | ours/Flux time | "
         "ours/Flux RSS | ours/ceiling |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for run in doc["runs"]:
+    for run in runs:
         flux = next((s for s in run["systems"] if s["system"] == "flux"), None)
         ceil = run["ceiling"]["per_second"]
         for s in run["systems"]:
@@ -53,27 +113,35 @@ def markdown(doc):
             ]) + " |")
         out.append(f"| {run['releases']} | {run['concurrency']} | API server ceiling (SSA of ConfigMaps) | — | "
                    f"{ceil:.0f} | — | — | — | — | — | — | — | 1.00 |")
+    return out
+
+
+def cpu_table(doc):
+    out = []
     cpu_rows = [(run, s) for run in doc["runs"] for s in run["systems"] if "cpu_seconds_converge" in s]
     if cpu_rows:
         out += [
-            "",
             "Where the CPU went (seconds of CPU time, from /proc: the controller process itself, not the `cue` "
             "runs it starts; the API server process includes etcd):",
             "",
-            "| N | conc. | system | converge: controller | converge: API server | re-reconcile: controller | "
-            "re-reconcile: API server | re-reconcile: trigger (s) |",
-            "|---|---|---|---|---|---|---|---|",
+            "| table | N | conc. | system | converge: controller | converge: API server | "
+            "re-reconcile: controller | re-reconcile: API server | re-reconcile: trigger (s) |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for run, s in cpu_rows:
             conv, again = s["cpu_seconds_converge"], s["cpu_seconds_rereconcile"]
             out.append("| " + " | ".join([
-                str(run["releases"]), str(run["concurrency"]), s["label"],
+                table_of(run), str(run["releases"]), str(run["concurrency"]), s["label"],
                 f"{conv['controller']:.1f}", f"{conv['apiserver']:.1f}",
                 f"{again['controller']:.1f}", f"{again['apiserver']:.1f}",
                 f"{s['rereconcile_trigger_seconds']:.1f}" if s["rereconcile_trigger_seconds"] else "—",
             ]) + " |")
-    out += [
-        "",
+        out.append("")
+    return out
+
+
+def notes():
+    return [
         "Requests are resource requests counted by the API server (`apiserver_request_total`, "
         "discovery and other non-resource URLs left out); the harness's own requests (its watch, "
         "and the annotation that asks for the re-reconcile: one LIST and N PATCHes) are subtracted. "
@@ -81,14 +149,14 @@ def markdown(doc):
         "and Events. ours/ceiling compares objects applied per second with the API server's own "
         "server-side applies per second of plain ConfigMaps at the same concurrency. The re-reconcile "
         "clock starts before the trigger (the harness annotating every release, N PATCHes) and "
-        "includes it; its own duration is the trigger column.",
+        "includes it; its own duration is the trigger column. In the healthy tables the API server "
+        "also serves kube-controller-manager, kube-scheduler and kwok; their requests are counted too.",
         "",
     ]
-    return "\n".join(out)
 
 
-def svg(doc, n, width=720, height=420):
-    runs = [r for r in doc["runs"] if r["releases"] == n]
+def svg(doc, n, table="apply-shipped", width=720, height=420):
+    runs = [r for r in doc["runs"] if r["releases"] == n and table_of(r) == table]
     tmax = max((s["ready_curve"][-1] for r in runs for s in r["systems"] if s["ready_curve"]), default=1.0)
     tmax = max(tmax * 1.05, 1.0)
     left, right, top, bottom = 60, 200, 30, 50
@@ -103,7 +171,7 @@ def svg(doc, n, width=720, height=420):
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'font-family="sans-serif" font-size="12">',
              f'<rect width="{width}" height="{height}" fill="white"/>',
-             f'<text x="{left}" y="18" font-size="14">Releases Ready over time, N = {n}</text>',
+             f'<text x="{left}" y="18" font-size="14">Releases Ready over time, {table}, N = {n}</text>',
              f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="black"/>',
              f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="black"/>']
     for i in range(6):
@@ -125,7 +193,8 @@ def svg(doc, n, width=720, height=420):
             parts.append(f'<line x1="{left + pw + 10}" y1="{ly}" x2="{left + pw + 40}" y2="{ly}" '
                          f'stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/>')
             parts.append(f'<text x="{left + pw + 45}" y="{ly + 4}">{s["system"]} c={r["concurrency"]} '
-                         f'({s["converge_seconds"]:.0f}s)</text>')
+                         + (f'({s["converge_seconds"]:.0f}s)' if s["converge_seconds"] else f'(not all: {s.get("converged", "?")})')
+                         + '</text>')
             legend += 1
     parts.append("</svg>\n")
     return "\n".join(parts)

@@ -28,6 +28,14 @@ pub enum LogFormat {
     Text,
 }
 
+/// `--kube-api-qps` by default: no client-side limit. Measured (README "Client request
+/// rate"): at 50 the limit, not the API server, set the converge time of 1000 releases;
+/// with none, the operator's requests in flight stay bounded by its workers, and the
+/// API server's Priority and Fairness is the one place that decides what it can take.
+pub const DEFAULT_KUBE_API_QPS: f32 = 0.0;
+/// `--kube-api-burst` by default; it matters only when a rate is set.
+pub const DEFAULT_KUBE_API_BURST: u32 = 100;
+
 /// Flags of `opm-operator run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
@@ -107,11 +115,14 @@ pub struct RunArgs {
     pub trace_max_files: usize,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    /// Client-side request rate per client (0 = unlimited).
-    #[arg(long, default_value_t = 50.0, value_parser = crate::flags::qps)]
+    /// Client-side request rate per client; `0` (the default) sets no client-side limit:
+    /// requests in flight are bounded by `--concurrency`, the API server's Priority and
+    /// Fairness queues or rejects beyond its share, and a 429 is retried after its
+    /// `Retry-After` (README "Client request rate").
+    #[arg(long, default_value_t = DEFAULT_KUBE_API_QPS, value_parser = crate::flags::qps)]
     pub kube_api_qps: f32,
-    /// Requests a client may send at once before the rate applies.
-    #[arg(long, default_value_t = 100)]
+    /// Requests a client may send at once before `--kube-api-qps` applies (unused at `0`).
+    #[arg(long, default_value_t = DEFAULT_KUBE_API_BURST)]
     pub kube_api_burst: u32,
     /// Prometheus metrics endpoint (`0` disables).
     #[arg(long, default_value = "0", value_parser = crate::flags::bind_address)]
