@@ -24,7 +24,7 @@ async fn merge_patch(
 ) -> Result<()> {
     // Read first, so a missing release is "not found" rather than a patch error.
     releases::read(&s.client, key).await?;
-    opm_operator::releases::dynamic_api(s.client.clone(), key)
+    opm_operator::kube::releases::dynamic_api(s.client.clone(), key)
         .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| CliError::api(format!("{what} {}", releases::describe(key)), &e))?;
@@ -73,7 +73,7 @@ pub async fn reconcile(
         out.push_str(&annotate_source(s, &obj, &requested).await?);
     }
     let patch = json!({"metadata": {"annotations": {REQUESTED_AT_ANNOTATION: requested}}});
-    opm_operator::releases::dynamic_api(s.client.clone(), key)
+    opm_operator::kube::releases::dynamic_api(s.client.clone(), key)
         .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| CliError::api(format!("annotating {}", releases::describe(key)), &e))?;
@@ -109,7 +109,7 @@ async fn annotate_source(s: &Session, obj: &ReleaseObject, requested: &str) -> R
     } else {
         r.api_version.clone()
     };
-    let resource = opm_operator::source::api_resource(&api_version, &r.kind);
+    let resource = opm_operator::steps::source::api_resource(&api_version, &r.kind);
     let api: Api<DynamicObject> = Api::namespaced_with(s.client.clone(), &namespace, &resource);
     let patch = json!({"metadata": {"annotations": {FLUX_REQUESTED_AT: requested}}});
     let what = format!("{} {namespace}/{}", r.kind, r.name);

@@ -16,11 +16,11 @@ use opm_core::{
     DesiredObject, ReleaseKey, ReleaseObject, ResourceId, inventory, ownership, policy,
     render_value,
 };
-use opm_operator::discovery::Resolver;
-use opm_operator::module_ref::{ModuleRef, ReleaseIdentity};
-use opm_operator::render::{RenderConfig, Renderer};
-use opm_operator::render_cmd::CueArgs;
-use opm_operator::secrets::SecretTable;
+use opm_operator::commands::render_cmd::CueArgs;
+use opm_operator::cue::module_ref::{ModuleRef, ReleaseIdentity};
+use opm_operator::cue::render::{RenderConfig, Renderer};
+use opm_operator::cue::secrets::SecretTable;
+use opm_operator::kube::discovery::Resolver;
 use serde_json::Value;
 
 use crate::connect::Session;
@@ -62,7 +62,7 @@ pub async fn run(s: &Session, key: &ReleaseKey, opts: &DiffOpts) -> Result<Repor
     secrets.redact_render(&mut exported);
     secrets.redact_render_strings(&mut exported);
     let cluster_scoped = resolver
-        .cluster_scoped(&opm_operator::driver::flatten(&exported))
+        .cluster_scoped(&opm_operator::controller::driver::flatten(&exported))
         .await;
     let uuid = render_value::release_uuid(key.kind, &key.namespace, &key.name);
     let release_id = render_value::ReleaseIdentity {
@@ -136,7 +136,7 @@ pub async fn run(s: &Session, key: &ReleaseKey, opts: &DiffOpts) -> Result<Repor
     let stale = inventory::stale(&persisted, &inventory::entries_for(&objects));
     for e in stale {
         let id = ResourceId::from_entry(&e);
-        let api = match opm_operator::dynamic::api_for(client.clone(), &resolver, &id).await {
+        let api = match opm_operator::kube::dynamic::api_for(client.clone(), &resolver, &id).await {
             Ok(a) => a,
             // A kind no longer served: nothing left to prune.
             Err(ApiError::NotFound { .. }) => continue,
@@ -213,7 +213,7 @@ fn crd_kinds(objects: &[DesiredObject]) -> Vec<(String, String)> {
 /// A Forbidden answer is an error of the check (exit 2) that names the identity; other
 /// failures are errors too, worded with what was being done.
 fn forbidden_or(identity: &str, what: &str, err: &kube::Error, secrets: &SecretTable) -> CliError {
-    let e = opm_operator::api_error::from_kube(err);
+    let e = opm_operator::kube::api_error::from_kube(err);
     match e {
         ApiError::Forbidden { message } => CliError::Other(format!(
             "{what} is forbidden for {identity}: {}; the operator would stall with ImpersonationFailed if it ran as this identity",
@@ -232,36 +232,37 @@ async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<
         report.unchanged += 1;
         return Ok(());
     }
-    let api = match opm_operator::dynamic::api_for(ctx.client.clone(), ctx.resolver, &o.id).await {
-        Ok(a) => a,
-        Err(ApiError::NotFound { message }) => {
-            if ctx
-                .crd_kinds
-                .iter()
-                .any(|(g, k)| *g == o.id.group && *k == o.id.kind)
-            {
-                report.created.push(Noted {
-                    id: o.id.clone(),
-                    note: "its kind comes from a CRD in this render; not dry-run".into(),
-                });
-            } else {
-                report.refused.push(Refused {
-                    id: o.id.clone(),
-                    reason: "ApplyFailed".into(),
-                    message,
+    let api =
+        match opm_operator::kube::dynamic::api_for(ctx.client.clone(), ctx.resolver, &o.id).await {
+            Ok(a) => a,
+            Err(ApiError::NotFound { message }) => {
+                if ctx
+                    .crd_kinds
+                    .iter()
+                    .any(|(g, k)| *g == o.id.group && *k == o.id.kind)
+                {
+                    report.created.push(Noted {
+                        id: o.id.clone(),
+                        note: "its kind comes from a CRD in this render; not dry-run".into(),
+                    });
+                } else {
+                    report.refused.push(Refused {
+                        id: o.id.clone(),
+                        reason: "ApplyFailed".into(),
+                        message,
+                    });
+                }
+                return Ok(());
+            }
+            Err(e) => {
+                return Err(CliError::Api {
+                    what: format!("resolving {}", o.id.display()),
+                    error: e,
                 });
             }
-            return Ok(());
-        }
-        Err(e) => {
-            return Err(CliError::Api {
-                what: format!("resolving {}", o.id.display()),
-                error: e,
-            });
-        }
-    };
+        };
     let live = match api.get_opt(&o.id.name).await {
-        Ok(l) => l.map(|d| opm_operator::dynamic::to_value(&d)),
+        Ok(l) => l.map(|d| opm_operator::kube::dynamic::to_value(&d)),
         Err(e) => {
             return Err(forbidden_or(
                 ctx.identity,
@@ -322,7 +323,7 @@ async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<
         .patch(&o.id.name, &params, &Patch::Apply(&manifest))
         .await
     {
-        Ok(d) => opm_operator::dynamic::to_value(&d),
+        Ok(d) => opm_operator::kube::dynamic::to_value(&d),
         Err(err) => return refusal(ctx, o, &err, live.is_some(), report),
     };
     let scrub = |s: &str| ctx.secrets.scrub(s);
@@ -356,7 +357,7 @@ fn refusal(
     exists: bool,
     report: &mut Report,
 ) -> Result<()> {
-    let e = opm_operator::api_error::from_kube(err);
+    let e = opm_operator::kube::api_error::from_kube(err);
     let message = ctx.secrets.scrub(&e.to_string());
     match e {
         ApiError::Forbidden { .. } => Err(forbidden_or(
@@ -366,7 +367,7 @@ fn refusal(
             ctx.secrets,
         )),
         ApiError::Invalid { .. }
-            if exists && opm_operator::apply_policy::immutable(err) && o.policy.force =>
+            if exists && opm_operator::steps::apply_policy::immutable(err) && o.policy.force =>
         {
             report.changed.push(Changed {
                 id: o.id.clone(),
@@ -376,7 +377,7 @@ fn refusal(
             Ok(())
         }
         ApiError::Invalid { .. } => {
-            let hint = if opm_operator::apply_policy::immutable(err) {
+            let hint = if opm_operator::steps::apply_policy::immutable(err) {
                 " (an immutable field; annotate the object releases.opmodel.dev/force: enabled to recreate it)"
             } else {
                 ""
@@ -499,7 +500,8 @@ async fn render(
                 .map_err(|e| render_error(e, secrets))?;
             let values = match &opts.values {
                 Some(f) => Some(
-                    opm_operator::local_values::merged(&[], Some(f)).map_err(CliError::Usage)?,
+                    opm_operator::cue::local_values::merged(&[], Some(f))
+                        .map_err(CliError::Usage)?,
                 ),
                 None => m.spec.values.clone(),
             };
@@ -507,7 +509,7 @@ async fn render(
             let (values, credentials) = if m.spec.values_from.is_empty() && secret_ref.is_none() {
                 (values, None)
             } else {
-                let read = opm_operator::values_from::read(
+                let read = opm_operator::steps::values_from::read(
                     Ok(client.clone()),
                     &key.namespace,
                     &m.spec.values_from,
@@ -563,7 +565,7 @@ async fn render(
                 .render_module_cached_with(&module, &values, &identity, credentials)
                 .await
                 .map_err(|e| render_error(e, secrets))?;
-            Ok(opm_operator::rendered::Rendered::into_parts(r))
+            Ok(opm_operator::cue::rendered::Rendered::into_parts(r))
         }
         ReleaseObject::Release(r) => {
             if opts.values.is_some() || opts.version.is_some() {
@@ -572,12 +574,14 @@ async fn render(
                 ));
             }
             let (url, digest) = source_artifact(s, r).await?;
-            let fetcher = opm_operator::fetch::Fetcher::new(opm_operator::fetch::FetchConfig {
-                timeout: std::time::Duration::from_secs(60),
-                max_bytes: 64 * 1024 * 1024,
-            })
+            let fetcher = opm_operator::artifact::fetch::Fetcher::new(
+                opm_operator::artifact::fetch::FetchConfig {
+                    timeout: std::time::Duration::from_secs(60),
+                    max_bytes: 64 * 1024 * 1024,
+                },
+            )
             .map_err(|e| CliError::Other(format!("HTTP client: {e}")))?;
-            let artifacts = opm_operator::artifact_cache::ArtifactCache::new(
+            let artifacts = opm_operator::artifact::artifact_cache::ArtifactCache::new(
                 cache.path(),
                 fetcher,
                 Default::default(),
@@ -588,8 +592,9 @@ async fn render(
                 .get(&url, &digest)
                 .await
                 .map_err(|e| CliError::Other(format!("fetching the source artifact {url}: {e}")))?;
-            let dir = opm_operator::release_path::resolve_path(handle.root(), &r.spec.path)
-                .map_err(|e| CliError::Other(e.to_string()))?;
+            let dir =
+                opm_operator::artifact::release_path::resolve_path(handle.root(), &r.spec.path)
+                    .map_err(|e| CliError::Other(e.to_string()))?;
             let rendered = renderer
                 .render_package(&dir)
                 .await
@@ -626,13 +631,13 @@ async fn source_artifact(s: &Session, r: &opm_core::api::Release) -> Result<(Str
     } else {
         sr.api_version.clone()
     };
-    let resource = opm_operator::source::api_resource(&api_version, &sr.kind);
+    let resource = opm_operator::steps::source::api_resource(&api_version, &sr.kind);
     let what = format!("{} {namespace}/{}", sr.kind, sr.name);
     let src = Api::<DynamicObject>::namespaced_with(s.client.clone(), &namespace, &resource)
         .get(&sr.name)
         .await
         .map_err(|e| CliError::api(format!("reading the source {what}"), &e))?;
-    match opm_operator::source::artifact_of(&src.data) {
+    match opm_operator::steps::source::artifact_of(&src.data) {
         Ok(a) => Ok((a.url, a.digest)),
         Err(e) => Err(CliError::Other(format!(
             "the source {what} has no usable artifact ({e}); give --path DIR to diff a local release package"

@@ -27,7 +27,7 @@ impl CliError {
     pub fn api(what: impl Into<String>, e: &kube::Error) -> Self {
         CliError::Api {
             what: what.into(),
-            error: opm_operator::api_error::from_kube(e),
+            error: opm_operator::kube::api_error::from_kube(e),
         }
     }
 }

@@ -29,7 +29,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use opm_operator::render_cmd::{CueArgs, RenderArgs};
+use opm_operator::commands::render_cmd::{CueArgs, RenderArgs};
 
 use connect::Conn;
 use error::{CliError, Verdict};
@@ -127,7 +127,7 @@ enum Command {
         #[arg(long)]
         wait: bool,
         /// How long --wait waits.
-        #[arg(long, value_parser = opm_operator::render_cmd::parse_duration, default_value = "5m")]
+        #[arg(long, value_parser = opm_operator::commands::render_cmd::parse_duration, default_value = "5m")]
         timeout: Duration,
         /// First ask the Release's Flux source to fetch (reconcile.fluxcd.io/requestedAt).
         #[arg(long)]
@@ -321,7 +321,7 @@ async fn run(command: Command) -> Result<(String, Verdict), CliError> {
             Ok((text, verdict))
         }
         Command::Render(args) => {
-            let text = opm_operator::render_cmd::render(&args)
+            let text = opm_operator::commands::render_cmd::render(&args)
                 .await
                 .map_err(|e| CliError::Other(format!("{e:#}")))?;
             ok(text)

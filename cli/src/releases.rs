@@ -11,7 +11,7 @@ use crate::error::{CliError, Result};
 
 /// Reads one release; a missing one is an error naming it.
 pub async fn read(client: &Client, key: &ReleaseKey) -> Result<ReleaseObject> {
-    opm_operator::releases::read(client.clone(), key)
+    opm_operator::kube::releases::read(client.clone(), key)
         .await
         .map_err(|e| {
             CliError::api(

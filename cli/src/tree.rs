@@ -82,7 +82,7 @@ pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
         eprintln!("warning: healthCheckExprs do not compile ({e}); using the built-in rules");
         HealthRules::default()
     });
-    let resolver = opm_operator::discovery::Resolver::new(s.client.clone());
+    let resolver = opm_operator::kube::discovery::Resolver::new(s.client.clone());
     let drifted_message = releases::condition(&status, opm_core::constants::conditions::DRIFTED)
         .filter(|c| c.status == "True")
         .map(|c| c.message.clone());
@@ -142,17 +142,17 @@ pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
 
 async fn judge(
     s: &Session,
-    resolver: &opm_operator::discovery::Resolver,
+    resolver: &opm_operator::kube::discovery::Resolver,
     id: &ResourceId,
     rules: &HealthRules,
 ) -> (String, String) {
-    let api = match opm_operator::dynamic::api_for(s.client.clone(), resolver, id).await {
+    let api = match opm_operator::kube::dynamic::api_for(s.client.clone(), resolver, id).await {
         Ok(a) => a,
         Err(e) => return ("Unknown".into(), e.to_string()),
     };
     match api.get_opt(&id.name).await {
         Ok(Some(live)) => {
-            let a = health::assess(&opm_operator::dynamic::to_value(&live), rules);
+            let a = health::assess(&opm_operator::kube::dynamic::to_value(&live), rules);
             (a.status.as_str().to_string(), a.message)
         }
         Ok(None) => (
@@ -161,7 +161,7 @@ async fn judge(
         ),
         Err(e) => (
             "Unknown".into(),
-            opm_operator::api_error::from_kube(&e).to_string(),
+            opm_operator::kube::api_error::from_kube(&e).to_string(),
         ),
     }
 }

@@ -1,8 +1,8 @@
 //! `opm-operator`: the operator process and its offline tools.
 
 use clap::{Parser, Subcommand};
-use opm_operator::render_cmd::RenderArgs;
-use opm_operator::run::RunArgs;
+use opm_operator::commands::render_cmd::RenderArgs;
+use opm_operator::commands::run::RunArgs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -31,17 +31,17 @@ async fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Render(args) => {
             init_render_logging();
-            opm_operator::render_cmd::render(&args)
+            opm_operator::commands::render_cmd::render(&args)
                 .await
                 .map(|out| print!("{out}"))
         }
         // `run` installs its own subscriber (`--log-format`), and exits without waiting for
         // detached tasks (watches, endpoints) once the controllers have stopped.
-        Command::Run(args) => match opm_operator::run::run(*args).await {
+        Command::Run(args) => match opm_operator::commands::run::run(*args).await {
             Ok(()) => std::process::exit(0),
             Err(e) => Err(e),
         },
-        Command::Crds => opm_operator::crds::yaml()
+        Command::Crds => opm_operator::commands::crds::yaml()
             .map(|y| print!("{y}"))
             .map_err(anyhow::Error::from),
     };
@@ -67,7 +67,7 @@ fn init_render_logging() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use opm_operator::render_cmd::parse_duration;
+    use opm_operator::commands::render_cmd::parse_duration;
     use std::path::PathBuf;
     use std::time::Duration;
 

@@ -8,10 +8,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use opm_core::outcome::FailureClass;
-use opm_operator::artifact_cache::{ArtifactCache, ArtifactError, CacheLimits};
-use opm_operator::extract::{ExtractError, ExtractLimits};
-use opm_operator::fetch::{FetchConfig, FetchError, Fetcher};
-use opm_operator::local::Verdict;
+use opm_operator::artifact::artifact_cache::{ArtifactCache, ArtifactError, CacheLimits};
+use opm_operator::artifact::extract::{ExtractError, ExtractLimits};
+use opm_operator::artifact::fetch::{FetchConfig, FetchError, Fetcher};
+use opm_operator::effects::local::Verdict;
 use support::{Route, TestServer, digest_of, file, names_in, symlink, tar_gz};
 
 fn cache(dir: &std::path::Path, limits: CacheLimits) -> ArtifactCache {

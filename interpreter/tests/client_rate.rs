@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use opm_operator::impersonate::{RequestCounts, limited_client};
-use opm_operator::run::{DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS};
+use opm_operator::commands::run::{DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS};
+use opm_operator::kube::impersonate::{RequestCounts, limited_client};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

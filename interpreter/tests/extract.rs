@@ -6,9 +6,9 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use opm_core::outcome::FailureClass;
-use opm_operator::extract::{ArchiveFormat, ExtractError, ExtractLimits, extract};
-use opm_operator::local::Verdict;
-use opm_operator::release_path::resolve_path;
+use opm_operator::artifact::extract::{ArchiveFormat, ExtractError, ExtractLimits, extract};
+use opm_operator::artifact::release_path::resolve_path;
+use opm_operator::effects::local::Verdict;
 use support::{RawEntry, ZipEntry, dir, file, names_in, special, symlink, tar_gz, zip_bytes};
 use tar::EntryType;
 
@@ -34,7 +34,7 @@ impl Scene {
         &self,
         bytes: &[u8],
         limits: &ExtractLimits,
-    ) -> Result<opm_operator::extract::ExtractStats, ExtractError> {
+    ) -> Result<opm_operator::artifact::extract::ExtractStats, ExtractError> {
         let archive = self.archive_dir.path().join("artifact");
         std::fs::write(&archive, bytes).unwrap();
         std::fs::create_dir(self.dest()).unwrap();
@@ -533,7 +533,10 @@ fn wide_directory_bomb() -> Vec<RawEntry> {
 
 /// Runs `bytes` through a fresh scene and prints what it cost: the directories left on disk
 /// by the extraction (before the caller removes its temporary directory) and the time.
-fn measure(what: &str, bytes: &[u8]) -> Result<opm_operator::extract::ExtractStats, ExtractError> {
+fn measure(
+    what: &str,
+    bytes: &[u8],
+) -> Result<opm_operator::artifact::extract::ExtractStats, ExtractError> {
     let scene = Scene::new();
     let t = std::time::Instant::now();
     let res = scene.run(bytes, &ExtractLimits::default());

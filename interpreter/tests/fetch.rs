@@ -6,8 +6,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use opm_core::outcome::FailureClass;
-use opm_operator::fetch::{FetchConfig, FetchError, Fetcher};
-use opm_operator::local::Verdict;
+use opm_operator::artifact::fetch::{FetchConfig, FetchError, Fetcher};
+use opm_operator::effects::local::Verdict;
 use support::{Route, TestServer, digest_of, names_in, tar_gz};
 
 fn fetcher(timeout: Duration, max_bytes: u64) -> Fetcher {

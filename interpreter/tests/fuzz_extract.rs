@@ -10,14 +10,14 @@
 
 mod support;
 
-use opm_operator::local::Verdict;
+use opm_operator::effects::local::Verdict;
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::time::Instant;
 
 use arbitrary::{Arbitrary, Unstructured};
-use opm_operator::extract::{ExtractError, ExtractLimits, extract};
+use opm_operator::artifact::extract::{ExtractError, ExtractLimits, extract};
 use support::{RawEntry, gzip, tar_bytes};
 
 /// Path segments names are made of: plain, dot forms, separators and odd bytes.

@@ -3,18 +3,18 @@
 
 mod support;
 
-use opm_operator::local::Verdict;
+use opm_operator::effects::local::Verdict;
 
 use std::time::Duration;
 
 use opm_core::effect::RenderRequest;
 use opm_core::input::{FetchError as CoreFetch, RenderError as CoreRender};
-use opm_operator::artifact_cache::{ArtifactCache, CacheLimits};
-use opm_operator::extract::ExtractLimits;
-use opm_operator::fetch::{FetchConfig, Fetcher};
-use opm_operator::local::Local;
-use opm_operator::render::{RenderConfig, Renderer};
-use opm_operator::secrets::SecretTable;
+use opm_operator::artifact::artifact_cache::{ArtifactCache, CacheLimits};
+use opm_operator::artifact::extract::ExtractLimits;
+use opm_operator::artifact::fetch::{FetchConfig, Fetcher};
+use opm_operator::cue::render::{RenderConfig, Renderer};
+use opm_operator::cue::secrets::SecretTable;
+use opm_operator::effects::local::Local;
 use support::cue::cue_bin;
 use support::{Route, TestServer, digest_of, dir, file, tar_gz};
 

@@ -8,9 +8,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use opm_core::outcome::FailureClass;
-use opm_operator::local::Verdict;
-use opm_operator::module_ref::{ModuleRef, ReleaseIdentity};
-use opm_operator::render::{RenderConfig, RenderError, Renderer};
+use opm_operator::cue::module_ref::{ModuleRef, ReleaseIdentity};
+use opm_operator::cue::render::{RenderConfig, RenderError, Renderer};
+use opm_operator::effects::local::Verdict;
 use serde_json::json;
 use support::cue::{MODULE_PATH, Registry, cue_bin, write_tree};
 

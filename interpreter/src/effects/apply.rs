@@ -6,7 +6,7 @@ use opm_core::input::{AppliedObject, ApplyReport};
 use opm_core::{ApiError, InputKind};
 
 use super::{Cx, deadline_error, identity_name, within};
-use crate::apply::{self as ssa, ApplyCtx};
+use crate::steps::apply::{self as ssa, ApplyCtx};
 
 /// The request as the core wrote it.
 struct Request<'a> {

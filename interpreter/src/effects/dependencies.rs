@@ -8,7 +8,7 @@ use super::{Cx, deadline_error, within};
 pub(crate) async fn run(cx: &mut Cx<'_>, namespace: &str, refs: &[ReleaseKey]) -> InputKind {
     let work = async {
         InputKind::DependenciesChecked {
-            result: crate::deps::check(cx.rt.clients.operator(), namespace, refs).await,
+            result: crate::steps::deps::check(cx.rt.clients.operator(), namespace, refs).await,
         }
     };
     within(cx.bound, work, timed_out).await

@@ -7,7 +7,7 @@ use opm_core::object::DesiredObject;
 use opm_core::{ApiError, InputKind};
 
 use super::{Cx, deadline_error, identity_name, within};
-use crate::drift::{self as check, DriftCtx};
+use crate::steps::drift::{self as check, DriftCtx};
 
 pub(crate) async fn run(
     cx: &mut Cx<'_>,

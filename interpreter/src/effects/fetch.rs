@@ -1,5 +1,5 @@
 //! `FetchArtifact`: download, verify and unpack, through the artifact cache (SPEC §17).
-//! [`crate::local`] maps the download's errors to the core's `FetchError`.
+//! [`crate::effects::local`] maps the download's errors to the core's `FetchError`.
 
 use opm_core::{FetchError, InputKind};
 

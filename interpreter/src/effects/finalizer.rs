@@ -8,7 +8,8 @@ use super::{Cx, deadline_error, within, wrote};
 /// Adds `finalizer`, guarded by the metadata the attempt started from.
 pub(crate) async fn add(cx: &mut Cx<'_>, finalizer: &str) -> InputKind {
     let work = async {
-        let done = crate::finalizer::add(cx.rt.clients.operator(), cx.key, finalizer, cx.known);
+        let done =
+            crate::steps::finalizer::add(cx.rt.clients.operator(), cx.key, finalizer, cx.known);
         InputKind::FinalizerAdded {
             result: wrote(cx.rt, cx.key, done.await),
         }
@@ -19,7 +20,8 @@ pub(crate) async fn add(cx: &mut Cx<'_>, finalizer: &str) -> InputKind {
 /// Removes `finalizer` (a finishing effect: the core bounds it apart from the deadline).
 pub(crate) async fn remove(cx: &mut Cx<'_>, finalizer: &str) -> InputKind {
     let work = async {
-        let done = crate::finalizer::remove(cx.rt.clients.operator(), cx.key, finalizer, None);
+        let done =
+            crate::steps::finalizer::remove(cx.rt.clients.operator(), cx.key, finalizer, None);
         InputKind::FinalizerRemoved {
             result: wrote(cx.rt, cx.key, done.await),
         }

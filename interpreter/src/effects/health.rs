@@ -17,7 +17,7 @@ pub(crate) async fn run(
         let objects = match rt.clients.for_identity(identity) {
             Ok(client) => {
                 let (resolver, watch, cache) = (&rt.resolver, &rt.watch, &rt.health_reads);
-                crate::health_read::read(client, resolver, watch, cache, targets).await
+                crate::steps::health_read::read(client, resolver, watch, cache, targets).await
             }
             Err(e) => failed(targets, e),
         };

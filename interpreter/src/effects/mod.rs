@@ -14,8 +14,8 @@ use opm_core::effect::{EffectKind, Impersonation};
 use opm_core::input::LiveObject;
 use opm_core::{ApiError, InputKind, ReleaseKey, ResourceId};
 
-use crate::runtime::Runtime;
-use crate::secrets::SecretTable;
+use crate::controller::runtime::Runtime;
+use crate::cue::secrets::SecretTable;
 
 pub(crate) mod apply;
 pub(crate) mod dependencies;
@@ -23,6 +23,7 @@ pub(crate) mod drift;
 pub(crate) mod fetch;
 pub(crate) mod finalizer;
 pub(crate) mod health;
+pub mod local;
 pub(crate) mod owners;
 pub(crate) mod prune;
 pub(crate) mod render;
@@ -78,7 +79,7 @@ pub(crate) fn identity_name(identity: Option<&Impersonation>) -> &str {
     identity.map_or("", |i| i.user.as_str())
 }
 
-/// Records the release version one of our writes produced (see [`crate::observed`]).
+/// Records the release version one of our writes produced (see [`crate::kube::observed`]).
 pub(crate) fn wrote(
     rt: &Runtime,
     key: &ReleaseKey,

@@ -14,7 +14,9 @@ pub(crate) async fn run(
     let work = async {
         let rt = cx.rt;
         let objects = match rt.clients.for_identity(identity) {
-            Ok(client) => crate::owners::inspect(client, &rt.resolver, &rt.watch, targets).await,
+            Ok(client) => {
+                crate::steps::owners::inspect(client, &rt.resolver, &rt.watch, targets).await
+            }
             Err(e) => failed_reads(targets, e),
         };
         InputKind::OwnersInspected { objects }

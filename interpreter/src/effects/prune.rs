@@ -16,7 +16,7 @@ pub(crate) async fn inspect(
     let work = async {
         let rt = cx.rt;
         let objects = match rt.clients.for_identity(identity) {
-            Ok(client) => crate::prune::inspect(client, &rt.resolver, targets).await,
+            Ok(client) => crate::steps::prune::inspect(client, &rt.resolver, targets).await,
             Err(e) => failed_reads(targets, e),
         };
         InputKind::StaleInspected { objects }
@@ -33,7 +33,7 @@ pub(crate) async fn delete(
     let work = async {
         let rt = cx.rt;
         let results = match rt.clients.for_identity(identity) {
-            Ok(client) => crate::prune::delete(client, &rt.resolver, deletions).await,
+            Ok(client) => crate::steps::prune::delete(client, &rt.resolver, deletions).await,
             Err(e) => failed_deletes(deletions, e),
         };
         InputKind::Pruned { results }

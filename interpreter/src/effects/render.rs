@@ -1,6 +1,6 @@
 //! `Render`: `cue export` of the request, one fair turn of the render gate at a time
 //! (SPEC §24). `cue` sees the real Secret strings; the answer carries their digests again
-//! (SPEC §23, §27). [`crate::local`] maps the renderer's errors to the core's `RenderError`.
+//! (SPEC §23, §27). [`crate::effects::local`] maps the renderer's errors to the core's `RenderError`.
 
 use opm_core::effect::RenderRequest;
 use opm_core::input::RenderOutput;

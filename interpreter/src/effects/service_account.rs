@@ -9,7 +9,7 @@ pub(crate) async fn run(cx: &mut Cx<'_>, namespace: &str, name: &str) -> InputKi
     let work = async {
         let client = cx.rt.clients.operator();
         InputKind::ServiceAccountChecked {
-            result: crate::service_account::exists(client, namespace, name).await,
+            result: crate::steps::service_account::exists(client, namespace, name).await,
         }
     };
     within(cx.bound, work, timed_out).await

@@ -14,8 +14,8 @@ pub(crate) async fn run(cx: &mut Cx<'_>, src: &SourceLocator) -> InputKind {
             .source(&src.api_version, &src.kind, &src.namespace, &src.name);
         InputKind::SourceResolved {
             result: match watched {
-                Some(watched) => crate::source::artifact_of(&watched.data),
-                None => crate::source::resolve(cx.rt.clients.operator(), src).await,
+                Some(watched) => crate::steps::source::artifact_of(&watched.data),
+                None => crate::steps::source::resolve(cx.rt.clients.operator(), src).await,
             },
         }
     };

@@ -10,7 +10,7 @@ use super::{Cx, deadline_error, within, wrote};
 
 pub(crate) async fn run(cx: &mut Cx<'_>, patch: &Value, status: &ReleaseStatus) -> InputKind {
     let work = async {
-        let patched = crate::status::patch(cx.rt.clients.operator(), cx.key, patch).await;
+        let patched = crate::steps::status::patch(cx.rt.clients.operator(), cx.key, patch).await;
         let result = wrote(cx.rt, cx.key, patched);
         if result.is_ok() {
             cx.rt.metrics.observe_status(cx.key, status);

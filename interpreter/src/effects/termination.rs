@@ -7,7 +7,7 @@ use opm_core::InputKind;
 use opm_core::effect::{Deletion, Impersonation};
 
 use super::{Cx, within};
-use crate::termination::{MARGIN, await_gone};
+use crate::steps::termination::{MARGIN, await_gone};
 
 pub(crate) async fn run(
     cx: &mut Cx<'_>,

@@ -36,7 +36,8 @@ async fn read(cx: &mut Cx<'_>, req: Request<'_>) -> InputKind {
     let client = cx.rt.clients.for_identity(req.identity);
     let secrets = &mut *cx.secrets;
     let mut read =
-        crate::values_from::read(client, req.namespace, req.refs, req.credentials, secrets).await;
+        crate::steps::values_from::read(client, req.namespace, req.refs, req.credentials, secrets)
+            .await;
     if let InputKind::ValuesRead {
         values,
         credentials,

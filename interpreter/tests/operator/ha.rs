@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use opm_operator::leader::LEASE_NAME;
+use opm_operator::ops::leader::LEASE_NAME;
 use opm_testenv::CueRegistry;
 use serde_json::json;
 use tokio::process::{Child, Command};

@@ -11,9 +11,9 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use opm_core::AllowOperatorIdentity;
 use opm_core::api::{ModuleRelease, Release, ReleaseStatus};
-use opm_operator::controller::{self, Settings};
-use opm_operator::driver::Runtime;
-use opm_operator::run::{LogFormat, RunArgs, build_runtime};
+use opm_operator::commands::run::{LogFormat, RunArgs, build_runtime};
+use opm_operator::controller::controller::{self, Settings};
+use opm_operator::controller::driver::Runtime;
 use opm_testenv::archive::{Entry, tar_gz};
 use opm_testenv::flux::{self, Artifact, SourceKind};
 use opm_testenv::{ArtifactServer, CueRegistry, TestEnv, TestNamespace};
@@ -53,25 +53,25 @@ pub fn default_args(ns: &str) -> RunArgs {
         cue_registry: None,
         cache_dir: None,
         max_artifact_bytes: 64 * 1024 * 1024,
-        max_extracted_bytes: opm_operator::extract::DEFAULT_MAX_EXTRACTED_BYTES,
+        max_extracted_bytes: opm_operator::artifact::extract::DEFAULT_MAX_EXTRACTED_BYTES,
         fetch_timeout: Duration::from_secs(60),
         render_timeout: Duration::from_secs(60),
         max_render_objects: opm_core::config::DEFAULT_MAX_RENDER_OBJECTS,
         max_render_bytes: opm_core::config::DEFAULT_MAX_RENDER_BYTES,
-        max_concurrent_renders: opm_operator::render::DEFAULT_MAX_CONCURRENT_RENDERS as u64,
-        render_memory_limit: opm_operator::render::DEFAULT_RENDER_MEMORY_LIMIT,
+        max_concurrent_renders: opm_operator::cue::render::DEFAULT_MAX_CONCURRENT_RENDERS as u64,
+        render_memory_limit: opm_operator::cue::render::DEFAULT_RENDER_MEMORY_LIMIT,
         trace_dir: None,
-        trace_max_bytes: opm_operator::trace_sink::DEFAULT_MAX_BYTES,
-        trace_max_files: opm_operator::trace_sink::DEFAULT_MAX_FILES,
+        trace_max_bytes: opm_operator::ops::trace_sink::DEFAULT_MAX_BYTES,
+        trace_max_files: opm_operator::ops::trace_sink::DEFAULT_MAX_FILES,
         log_format: LogFormat::Text,
-        kube_api_qps: opm_operator::run::DEFAULT_KUBE_API_QPS,
-        kube_api_burst: opm_operator::run::DEFAULT_KUBE_API_BURST,
+        kube_api_qps: opm_operator::commands::run::DEFAULT_KUBE_API_QPS,
+        kube_api_burst: opm_operator::commands::run::DEFAULT_KUBE_API_BURST,
         metrics_bind_address: "0".into(),
         health_probe_bind_address: "0".into(),
         leader_elect: false,
-        leader_elect_lease_duration: opm_operator::leader::LEASE_DURATION,
+        leader_elect_lease_duration: opm_operator::ops::leader::LEASE_DURATION,
         max_concurrent_per_namespace: None,
-        health_stall_timeout: opm_operator::health::DEFAULT_STALL_TIMEOUT,
+        health_stall_timeout: opm_operator::ops::health::DEFAULT_STALL_TIMEOUT,
     }
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use opm_operator::leader::{LEASE_NAME, LeaderLease};
+use opm_operator::ops::leader::{LEASE_NAME, LeaderLease};
 
 use crate::harness::namespace;
 

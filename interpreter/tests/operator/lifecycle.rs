@@ -9,7 +9,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use opm_core::api::{ModuleRelease, Release};
 use opm_core::constants::{FINALIZER, REQUESTED_AT_ANNOTATION, labels};
 use opm_core::{Kind, Outcome, ReleaseKey};
-use opm_operator::driver;
+use opm_operator::controller::driver;
 use serde_json::json;
 
 use crate::harness::*;

@@ -58,7 +58,7 @@ async fn metrics_expose_every_series_and_forget_a_deleted_release() {
     let (env, ns) = namespace().await;
     let op = Operator::start(env, &ns.name, |_| {}).await;
     let addr = free_addr();
-    let server = tokio::spawn(opm_operator::endpoints::serve(
+    let server = tokio::spawn(opm_operator::ops::endpoints::serve(
         addr.parse().unwrap(),
         op.rt.clone(),
     ));

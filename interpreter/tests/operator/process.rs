@@ -57,7 +57,10 @@ async fn run_exits_zero_on_sigterm() {
         ns.client.clone(),
         &ns.name,
     );
-    let held = leases.get(opm_operator::leader::LEASE_NAME).await.unwrap();
+    let held = leases
+        .get(opm_operator::ops::leader::LEASE_NAME)
+        .await
+        .unwrap();
     assert!(
         held.spec.unwrap().holder_identity.is_some(),
         "the leader holds the Lease"
@@ -73,7 +76,10 @@ async fn run_exits_zero_on_sigterm() {
         .expect("exits")
         .unwrap();
     assert_eq!(status.code(), Some(0));
-    let released = leases.get(opm_operator::leader::LEASE_NAME).await.unwrap();
+    let released = leases
+        .get(opm_operator::ops::leader::LEASE_NAME)
+        .await
+        .unwrap();
     assert!(
         released.spec.unwrap().holder_identity.is_none(),
         "released on exit"

@@ -360,7 +360,7 @@ async fn healthz_fails_while_the_work_queue_is_stuck() {
         .unwrap()
         .port();
     let addr = format!("127.0.0.1:{port}");
-    let server = tokio::spawn(opm_operator::endpoints::serve(
+    let server = tokio::spawn(opm_operator::ops::endpoints::serve(
         addr.parse().unwrap(),
         op.rt.clone(),
     ));

@@ -144,7 +144,7 @@ pub fn zip_bytes(entries: &[ZipEntry<'_>]) -> Vec<u8> {
 }
 
 pub fn digest_of(bytes: &[u8]) -> String {
-    opm_operator::fetch::Sha256Digest::of(bytes).to_string()
+    opm_operator::artifact::fetch::Sha256Digest::of(bytes).to_string()
 }
 
 /// Names in `dir`, sorted.

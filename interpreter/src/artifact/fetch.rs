@@ -1,0 +1,466 @@
+//! Artifact download (SPEC §17): one GET, streamed to a temporary file while hashing.
+//!
+//! The executor decides nothing about retries; it reports a typed [`FetchError`] whose
+//! [`FetchError::class`] tells the core which SPEC §4 row applies: a failure that may go away by
+//! itself (`FetchFailed`, transient) or content that will never become valid
+//! (`InvalidArtifact`, stalled).
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use sha2::{Digest as _, Sha256};
+use tempfile::NamedTempFile;
+use tokio::io::AsyncWriteExt;
+
+/// Default download cap (SPEC §2: 64 MiB).
+pub const DEFAULT_MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
+/// Default deadline for one download (SPEC §17).
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A parsed `sha256:<64 lowercase hex>` digest.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Sha256Digest([u8; 32]);
+
+impl Sha256Digest {
+    /// Parses the only digest form the artifact contract allows. An algorithm other than
+    /// `sha256` (or a malformed value) can never verify, so it is an invalid artifact.
+    pub fn parse(s: &str) -> Result<Self, FetchError> {
+        let Some((algo, hex_part)) = s.split_once(':') else {
+            return Err(FetchError::MalformedDigest {
+                digest: s.to_owned(),
+            });
+        };
+        if algo != "sha256" {
+            return Err(FetchError::UnsupportedDigest {
+                algorithm: algo.to_owned(),
+            });
+        }
+        let lower_hex = hex_part.len() == 64
+            && hex_part
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !lower_hex {
+            return Err(FetchError::MalformedDigest {
+                digest: s.to_owned(),
+            });
+        }
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(hex_part, &mut out).map_err(|_| FetchError::MalformedDigest {
+            digest: s.to_owned(),
+        })?;
+        Ok(Self(out))
+    }
+
+    /// The digest of `bytes`, for callers that build artifacts (tests, tools).
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(Sha256::digest(bytes).into())
+    }
+
+    /// The 64 lowercase hex characters, usable as a file name.
+    pub fn hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl std::fmt::Display for Sha256Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sha256:{}", self.hex())
+    }
+}
+
+/// Why a download failed. Variants are split along SPEC §4's two rows, see [`Self::class`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    /// The server could not be reached or the request failed before a response.
+    #[error("artifact download from {url} failed: {detail}")]
+    Connect { url: String, detail: String },
+    /// The server answered with something other than 200.
+    #[error("artifact download from {url} failed: HTTP {status}")]
+    HttpStatus { url: String, status: u16 },
+    /// The download did not finish within the deadline.
+    #[error("artifact download from {url} timed out after {}s", after.as_secs_f64())]
+    Timeout { url: String, after: Duration },
+    /// The body ended early or broke off mid-stream.
+    #[error("artifact download from {url} was truncated after {received} bytes: {detail}")]
+    Truncated {
+        url: String,
+        received: u64,
+        detail: String,
+    },
+    /// The bytes downloaded do not hash to the advertised digest (a source that moved on, or a
+    /// corrupted transfer: both may resolve on their own).
+    #[error("artifact digest mismatch: expected {expected}, got {actual}")]
+    DigestMismatch { expected: String, actual: String },
+    /// Writing the temporary file failed (disk full, permissions).
+    #[error("artifact download: local I/O error: {detail}")]
+    Io { detail: String },
+    /// The artifact is larger than the download cap.
+    #[error("artifact exceeds the download cap of {limit} bytes")]
+    TooLarge { limit: u64 },
+    /// The advertised digest uses an algorithm other than sha256.
+    #[error("unsupported artifact digest algorithm {algorithm:?} (only sha256 is accepted)")]
+    UnsupportedDigest { algorithm: String },
+    /// The advertised digest is not `sha256:` + 64 lowercase hex characters.
+    #[error("malformed artifact digest {digest:?}")]
+    MalformedDigest { digest: String },
+    /// The URL is not an http(s) URL.
+    #[error("unsupported artifact URL {url:?}: only http and https are fetched")]
+    UnsupportedUrl { url: String },
+    /// The server redirected to another origin (or too often). Not followed: the GET runs
+    /// from inside the cluster network, so a redirect must not aim it at another host (a
+    /// metadata service, an internal API). Transient: the source may be fixed.
+    #[error(
+        "artifact download from {url} was redirected to {to}: {why} (redirects are followed \
+         only within the same scheme, host and port, at most {MAX_REDIRECTS} times)"
+    )]
+    Redirect {
+        url: String,
+        to: String,
+        why: &'static str,
+    },
+}
+
+/// Redirects followed within one origin.
+pub const MAX_REDIRECTS: usize = 5;
+
+/// Why a redirect was refused; carried through reqwest's error chain.
+#[derive(Debug, thiserror::Error)]
+#[error("{why}")]
+struct RefusedRedirect {
+    to: String,
+    why: &'static str,
+}
+
+/// Follows a redirect only to the scheme, host and port of the first request, at most
+/// [`MAX_REDIRECTS`] times.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let origin = |u: &reqwest::Url| {
+            (
+                u.scheme().to_owned(),
+                u.host_str().map(str::to_owned),
+                u.port_or_known_default(),
+            )
+        };
+        let same = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| origin(first) == origin(attempt.url()));
+        let to = attempt.url().to_string();
+        if !same {
+            attempt.error(RefusedRedirect {
+                to,
+                why: "another origin",
+            })
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(RefusedRedirect {
+                to,
+                why: "too many redirects",
+            })
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+/// Limits of one download.
+#[derive(Debug, Clone)]
+pub struct FetchConfig {
+    /// Deadline for the whole request, body included.
+    pub timeout: Duration,
+    /// Bytes accepted before the download is refused as too large.
+    pub max_bytes: u64,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        Self {
+            timeout: DEFAULT_FETCH_TIMEOUT,
+            max_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
+        }
+    }
+}
+
+/// A verified download: the file is deleted when this value is dropped.
+#[derive(Debug)]
+pub struct FetchedFile {
+    pub file: NamedTempFile,
+    pub digest: Sha256Digest,
+    pub size: u64,
+}
+
+/// Downloads artifacts. Cheap to clone (the HTTP client is shared).
+#[derive(Debug, Clone)]
+pub struct Fetcher {
+    client: reqwest::Client,
+    config: FetchConfig,
+}
+
+impl Fetcher {
+    pub fn new(config: FetchConfig) -> Result<Self, FetchError> {
+        // reqwest is built without a default crypto provider so the process uses the same
+        // one (ring) as the Kubernetes client; installing twice is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .connect_timeout(config.timeout)
+            .redirect(same_origin_redirects())
+            .build()
+            .map_err(|e| FetchError::Io {
+                detail: format!("building HTTP client: {e}"),
+            })?;
+        Ok(Self { client, config })
+    }
+
+    pub fn config(&self) -> &FetchConfig {
+        &self.config
+    }
+
+    /// Downloads `url` into a new temporary file under `tmp_dir` and verifies it against
+    /// `expected` (`sha256:<hex>`). The digest is checked before any byte is requested so a
+    /// bad digest never costs a download.
+    pub async fn fetch(
+        &self,
+        url: &str,
+        expected: &str,
+        tmp_dir: &Path,
+    ) -> Result<FetchedFile, FetchError> {
+        let expected = Sha256Digest::parse(expected)?;
+        let parsed = reqwest::Url::parse(url).map_err(|_| FetchError::UnsupportedUrl {
+            url: url.to_owned(),
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(FetchError::UnsupportedUrl {
+                url: url.to_owned(),
+            });
+        }
+        // The client timeout covers the body too; this outer bound also covers local writes.
+        let outer = self.config.timeout + Duration::from_secs(1);
+        match tokio::time::timeout(outer, self.download(parsed, url, tmp_dir)).await {
+            Ok(res) => {
+                let (file, digest, size) = res?;
+                if digest != expected {
+                    return Err(FetchError::DigestMismatch {
+                        expected: expected.to_string(),
+                        actual: digest.to_string(),
+                    });
+                }
+                tracing::debug!(url, %digest, size, "artifact downloaded and verified");
+                Ok(FetchedFile { file, digest, size })
+            }
+            Err(_) => Err(FetchError::Timeout {
+                url: url.to_owned(),
+                after: self.config.timeout,
+            }),
+        }
+    }
+
+    async fn download(
+        &self,
+        parsed: reqwest::Url,
+        url: &str,
+        tmp_dir: &Path,
+    ) -> Result<(NamedTempFile, Sha256Digest, u64), FetchError> {
+        let classify = |e: reqwest::Error, received: Option<u64>| -> FetchError {
+            if let Some(r) = find_source::<RefusedRedirect>(&e) {
+                FetchError::Redirect {
+                    url: url.to_owned(),
+                    to: r.to.clone(),
+                    why: r.why,
+                }
+            } else if e.is_timeout() {
+                FetchError::Timeout {
+                    url: url.to_owned(),
+                    after: self.config.timeout,
+                }
+            } else if let Some(received) = received {
+                FetchError::Truncated {
+                    url: url.to_owned(),
+                    received,
+                    detail: error_chain(&e),
+                }
+            } else {
+                FetchError::Connect {
+                    url: url.to_owned(),
+                    detail: error_chain(&e),
+                }
+            }
+        };
+        let resp = self
+            .client
+            .get(parsed)
+            .send()
+            .await
+            .map_err(|e| classify(e, None))?;
+        let status = resp.status();
+        if status != reqwest::StatusCode::OK {
+            return Err(FetchError::HttpStatus {
+                url: url.to_owned(),
+                status: status.as_u16(),
+            });
+        }
+        let advertised = resp.content_length();
+        if advertised.is_some_and(|len| len > self.config.max_bytes) {
+            return Err(FetchError::TooLarge {
+                limit: self.config.max_bytes,
+            });
+        }
+        let io = |e: std::io::Error| FetchError::Io {
+            detail: e.to_string(),
+        };
+        let tmp = NamedTempFile::new_in(tmp_dir).map_err(io)?;
+        let mut out = tokio::fs::File::from_std(tmp.reopen().map_err(io)?);
+        let mut hasher = Sha256::new();
+        let mut received: u64 = 0;
+        let mut body = resp.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| classify(e, Some(received)))?;
+            received += chunk.len() as u64;
+            if received > self.config.max_bytes {
+                return Err(FetchError::TooLarge {
+                    limit: self.config.max_bytes,
+                });
+            }
+            hasher.update(&chunk);
+            out.write_all(&chunk).await.map_err(io)?;
+        }
+        out.flush().await.map_err(io)?;
+        out.sync_all().await.map_err(io)?;
+        if let Some(len) = advertised
+            && len != received
+        {
+            return Err(FetchError::Truncated {
+                url: url.to_owned(),
+                received,
+                detail: format!("Content-Length was {len}"),
+            });
+        }
+        Ok((tmp, Sha256Digest(hasher.finalize().into()), received))
+    }
+}
+
+/// The first error of type `T` in `e`'s source chain.
+fn find_source<'e, T: std::error::Error + 'static>(
+    e: &'e (dyn std::error::Error + 'static),
+) -> Option<&'e T> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(t) = err.downcast_ref::<T>() {
+            return Some(t);
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// reqwest's top-level message rarely says what went wrong; the sources do.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        cur = s.source();
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::effects::local::Verdict;
+    use opm_core::outcome::FailureClass;
+
+    #[test]
+    fn parses_valid_digest_and_round_trips() {
+        let d = Sha256Digest::of(b"");
+        let s = d.to_string();
+        assert_eq!(
+            s,
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(Sha256Digest::parse(&s).unwrap(), d);
+    }
+
+    #[test]
+    fn other_algorithms_are_invalid_artifacts() {
+        let err = Sha256Digest::parse("sha512:abcd").unwrap_err();
+        assert!(
+            matches!(err, FetchError::UnsupportedDigest { ref algorithm } if algorithm == "sha512")
+        );
+        assert_eq!(err.class(), FailureClass::Stalled);
+        assert_eq!(err.reason(), "InvalidArtifact");
+    }
+
+    #[test]
+    fn uppercase_short_or_missing_prefix_is_malformed() {
+        let upper = format!("sha256:{}", "A".repeat(64));
+        let short = format!("sha256:{}", "a".repeat(63));
+        let non_hex = format!("sha256:{}", "g".repeat(64));
+        for bad in [
+            upper.as_str(),
+            short.as_str(),
+            non_hex.as_str(),
+            "e3b0c442",
+            "",
+        ] {
+            let err = Sha256Digest::parse(bad).unwrap_err();
+            assert!(
+                matches!(err, FetchError::MalformedDigest { .. }),
+                "{bad}: {err:?}"
+            );
+            assert_eq!(err.class(), FailureClass::Stalled);
+        }
+    }
+
+    #[test]
+    fn transient_variants_map_to_fetch_failed() {
+        let url = "http://x".to_owned();
+        for e in [
+            FetchError::Connect {
+                url: url.clone(),
+                detail: String::new(),
+            },
+            FetchError::HttpStatus {
+                url: url.clone(),
+                status: 503,
+            },
+            FetchError::Timeout {
+                url: url.clone(),
+                after: Duration::from_secs(1),
+            },
+            FetchError::Truncated {
+                url,
+                received: 1,
+                detail: String::new(),
+            },
+            FetchError::DigestMismatch {
+                expected: "a".into(),
+                actual: "b".into(),
+            },
+        ] {
+            assert_eq!(e.class(), FailureClass::Transient, "{e}");
+            assert_eq!(e.reason(), "FetchFailed");
+        }
+        assert_eq!(
+            FetchError::TooLarge { limit: 1 }.reason(),
+            "InvalidArtifact"
+        );
+    }
+
+    #[tokio::test]
+    async fn non_http_urls_are_refused_before_any_io() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = Fetcher::new(FetchConfig::default()).unwrap();
+        let digest = Sha256Digest::of(b"x").to_string();
+        for url in ["file:///etc/passwd", "ftp://127.0.0.1/a.tgz", "not a url"] {
+            let err = f.fetch(url, &digest, dir.path()).await.unwrap_err();
+            assert!(
+                matches!(err, FetchError::UnsupportedUrl { .. }),
+                "{url}: {err:?}"
+            );
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}

@@ -1,0 +1,8 @@
+//! The binary's subcommands (`run`, `render`, `crds`) and the value parsers of their
+//! flags.
+
+pub mod crds;
+pub mod flags;
+pub mod render_cmd;
+pub mod run;
+pub mod size_flag;

@@ -1,0 +1,346 @@
+//! Runs one reconcile attempt: read the release, start the core's [`Attempt`], execute each
+//! batch in order (fire-and-forget effects first, then the awaited one, bounded by
+//! [`Attempt::bound`]), feed the result back, until `Done` (the drain rule, opm_core docs).
+//! The executors live in `effects`, one module per effect kind; the driver decides
+//! nothing: it only adds ±5 % jitter to success requeues.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use opm_core::effect::Effect;
+use opm_core::machine::Attempt;
+use opm_core::trace::{Recorder, TraceHeader};
+use opm_core::{Input, InputKind, Outcome, ReleaseKey, ReleaseObject};
+use tracing::Instrument;
+
+use crate::cue::secrets::SecretTable;
+use crate::effects::{self, Cx};
+use crate::{controller::jitter, kube::releases};
+
+pub use crate::controller::jitter::{MAX_REQUEUE, jitter_with};
+pub use crate::controller::runtime::Runtime;
+pub use crate::controller::unpersisted::Unpersisted;
+pub use crate::effects::render::flatten;
+
+/// How an attempt ended, as the controller needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    pub outcome: Outcome,
+    pub reason: String,
+    /// With jitter applied to success requeues.
+    pub requeue_after: Option<Duration>,
+}
+
+/// Failures outside the core's protocol: the release could not be read, or the core refused
+/// an input (a driver bug). The controller retries them with a short backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error("reading the release failed: {0}")]
+    Read(#[source] kube::Error),
+    #[error("the core refused an input: {0}")]
+    Protocol(#[from] opm_core::InputError),
+    /// A bug: the attempt panicked. Only this attempt fails; it is retried with backoff.
+    #[error("the attempt panicked: {0}")]
+    Panicked(String),
+}
+
+impl DriverError {
+    /// A short name for metrics and logs.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            DriverError::Read(_) => "read",
+            DriverError::Protocol(_) => "protocol",
+            DriverError::Panicked(_) => "panic",
+        }
+    }
+}
+
+/// Runs one attempt for `key`.
+pub async fn run_attempt(rt: &Runtime, key: &ReleaseKey) -> Result<Finished, DriverError> {
+    run_attempt_from(rt, key, None).await
+}
+
+/// [`run_attempt`] starting from the controller store's copy of the release, used instead
+/// of a GET when it is not older than our own last write to it
+/// ([`crate::kube::observed::Observed::usable`]).
+pub async fn run_attempt_from(
+    rt: &Runtime,
+    key: &ReleaseKey,
+    stored: Option<ReleaseObject>,
+) -> Result<Finished, DriverError> {
+    let id = rt.next_attempt_id();
+    let span = tracing::info_span!(
+        "attempt",
+        kind = key.kind.as_str(),
+        namespace = %key.namespace,
+        name = %key.name,
+        attempt = id
+    );
+    async {
+        let mut trace = Trace::new(rt, key, id);
+        let result = drive(rt, key, stored, &mut trace).await;
+        trace.write();
+        match &result {
+            Ok(f) => tracing::info!(
+                outcome = f.outcome.metric_label(),
+                reason = %f.reason,
+                requeue_after = ?f.requeue_after,
+                "attempt finished"
+            ),
+            Err(e) => tracing::warn!(error = %e, "attempt failed outside the core"),
+        }
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+/// What the attempt's start read of the release, kept for its end.
+struct Seen {
+    /// The persisted failure count the core saw (SPEC §24).
+    counted: i64,
+    /// For the events regarding the release.
+    regarding: Option<ObjectReference>,
+    /// The metadata read: the finalizer patch's guard.
+    known: Option<ObjectMeta>,
+    gone: bool,
+}
+
+/// Reads the release (the watch's copy when usable) into the attempt's first input.
+async fn observe(
+    rt: &Runtime,
+    key: &ReleaseKey,
+    stored: Option<ReleaseObject>,
+) -> Result<(Input, Seen), DriverError> {
+    let mut object = match rt.observed.usable(key, stored) {
+        Some(o) => Some(o),
+        None => releases::read(rt.clients.operator(), key)
+            .await
+            .map_err(DriverError::Read)?,
+    };
+    if let Some(obj) = &mut object {
+        rt.unpersisted.overlay(key, obj);
+        rt.metrics.observe_release(key, obj);
+    }
+    let seen = Seen {
+        counted: object
+            .as_ref()
+            .and_then(ReleaseObject::status)
+            .map_or(0, |s| s.failure_counters.reconcile),
+        regarding: object.as_ref().map(releases::object_ref),
+        known: object.as_ref().map(|o| o.meta().clone()),
+        gone: object.is_none(),
+    };
+    let input = Input::new(
+        Timestamp::now(),
+        InputKind::Observed {
+            key: key.clone(),
+            object: object.map(Box::new),
+        },
+    );
+    Ok((input, seen))
+}
+
+async fn drive(
+    rt: &Runtime,
+    key: &ReleaseKey,
+    stored: Option<ReleaseObject>,
+    trace: &mut Trace<'_>,
+) -> Result<Finished, DriverError> {
+    let (input, seen) = observe(rt, key, stored).await?;
+    trace.input(&input);
+    let (mut attempt, mut batch) = Attempt::start(&rt.config, input);
+    trace.effects(&batch);
+    let mut secrets = SecretTable::default();
+    loop {
+        let Some(last) = batch.pop() else {
+            // An empty batch breaks the protocol; treat it like a refused input.
+            return Err(DriverError::Protocol(opm_core::InputError::Finished));
+        };
+        // The batch's events go out while the awaited effect runs (the status patch, as a
+        // rule): an attempt then costs one round trip less. Among themselves they keep
+        // their order.
+        let fired = async {
+            for effect in &batch {
+                fire_and_forget(rt, key, seen.regarding.as_ref(), effect).await;
+            }
+        };
+        if let Effect::Done {
+            outcome,
+            reason,
+            requeue_after,
+        } = last
+        {
+            fired.await;
+            return Ok(finish(rt, key, &seen, outcome, reason, requeue_after));
+        }
+        if !last.is_awaited() {
+            fired.await;
+            fire_and_forget(rt, key, seen.regarding.as_ref(), &last).await;
+            return Err(DriverError::Protocol(opm_core::InputError::Finished));
+        }
+        tracing::debug!(effect = ?last.kind(), "executing");
+        let mut cx = Cx {
+            rt,
+            key,
+            secrets: &mut secrets,
+            known: seen.known.as_ref(),
+            bound: attempt.bound(Timestamp::now(), &last),
+        };
+        let ((), result) = futures::join!(fired, execute(&mut cx, &last));
+        rt.health.progress();
+        let input = Input::new(Timestamp::now(), result);
+        trace.input(&input);
+        batch = attempt.step(input)?;
+        trace.effects(&batch);
+    }
+}
+
+/// The attempt's `Done`: forgets a gone release, keeps the unpersisted failure count.
+fn finish(
+    rt: &Runtime,
+    key: &ReleaseKey,
+    seen: &Seen,
+    outcome: Outcome,
+    reason: String,
+    requeue_after: Option<Duration>,
+) -> Finished {
+    // Gone, or our finalizer just came off (no attempt follows the object's
+    // disappearance): the release's series go with it.
+    if seen.gone || reason == opm_core::outcome::reasons::DELETED {
+        rt.metrics.forget(key);
+        rt.observed.forget(key);
+    }
+    rt.unpersisted.record(key, &reason, seen.counted, seen.gone);
+    Finished {
+        requeue_after: requeue_after.map(|d| jitter::jitter(outcome, d)),
+        outcome,
+        reason,
+    }
+}
+
+/// Runs one awaited effect within `cx.bound`: one line per effect kind.
+async fn execute(cx: &mut Cx<'_>, effect: &Effect) -> InputKind {
+    use effects::*;
+    match effect {
+        Effect::AddFinalizer { finalizer } => finalizer::add(cx, finalizer).await,
+        Effect::RemoveFinalizer { finalizer } => finalizer::remove(cx, finalizer).await,
+        Effect::CheckDependencies { namespace, refs } => {
+            dependencies::run(cx, namespace, refs).await
+        }
+        Effect::ResolveSource { source } => source::run(cx, source).await,
+        Effect::FetchArtifact { url, digest, .. } => fetch::run(cx, url, digest).await,
+        Effect::Render { request } => render::run(cx, request).await,
+        Effect::CheckServiceAccount { namespace, name } => {
+            service_account::run(cx, namespace, name).await
+        }
+        Effect::CheckDrift {
+            objects,
+            field_manager,
+            identity,
+        } => drift::run(cx, objects, field_manager, identity.as_ref()).await,
+        Effect::Apply {
+            stages,
+            field_manager,
+            force,
+            identity,
+        } => apply::run(cx, stages, field_manager, *force, identity.as_ref()).await,
+        Effect::InspectOwners { targets, identity } => {
+            owners::run(cx, targets, identity.as_ref()).await
+        }
+        Effect::AssessHealth { targets, identity } => {
+            health::run(cx, targets, identity.as_ref()).await
+        }
+        Effect::InspectStale { targets, identity } => {
+            prune::inspect(cx, targets, identity.as_ref()).await
+        }
+        Effect::Prune {
+            deletions,
+            identity,
+        } => prune::delete(cx, deletions, identity.as_ref()).await,
+        Effect::AwaitTermination {
+            targets, identity, ..
+        } => termination::run(cx, targets, identity.as_ref()).await,
+        Effect::PatchStatus { patch, status } => status::run(cx, patch, status).await,
+        Effect::ReadValues {
+            namespace,
+            refs,
+            credentials,
+            identity,
+        } => {
+            values::run(
+                cx,
+                namespace,
+                refs,
+                credentials.as_deref(),
+                identity.as_ref(),
+            )
+            .await
+        }
+        Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
+            unreachable!("fire-and-forget and Done effects are never executed as awaited")
+        }
+    }
+}
+
+async fn fire_and_forget(
+    rt: &Runtime,
+    key: &ReleaseKey,
+    regarding: Option<&ObjectReference>,
+    effect: &Effect,
+) {
+    match effect {
+        Effect::EmitEvent { event } => {
+            if let Some(r) = regarding {
+                rt.events.publish(event, r).await;
+            }
+        }
+        Effect::RecordMetric { metric } => rt.metrics.record(key, metric),
+        other => tracing::warn!(effect = ?other.kind(), "unexpected effect before the last"),
+    }
+}
+
+/// The attempt's trace, appended to the `--trace-dir` sink when set.
+struct Trace<'a> {
+    recorder: Option<Recorder>,
+    sink: Option<&'a crate::ops::trace_sink::TraceSink>,
+}
+
+impl<'a> Trace<'a> {
+    fn new(rt: &'a Runtime, key: &ReleaseKey, id: u64) -> Self {
+        match &rt.traces {
+            Some(sink) => Self {
+                recorder: Some(Recorder::new(
+                    &TraceHeader::new(&rt.config, key.clone()).with_attempt(id),
+                )),
+                sink: Some(sink),
+            },
+            None => Self {
+                recorder: None,
+                sink: None,
+            },
+        }
+    }
+
+    fn input(&mut self, input: &Input) {
+        if let Some(r) = &mut self.recorder {
+            r.input(input);
+        }
+    }
+
+    fn effects(&mut self, batch: &[Effect]) {
+        if let Some(r) = &mut self.recorder {
+            r.effects(batch);
+        }
+    }
+
+    fn write(&self) {
+        if let (Some(r), Some(sink)) = (&self.recorder, self.sink)
+            && let Err(e) = sink.write_attempt(&r.to_jsonl())
+        {
+            tracing::warn!(error = %e, "writing the trace failed");
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The controllers and the attempt driver: the kube-runtime loops, the fair admission
+//! gate, the state every attempt shares, and the driver that runs one attempt of the
+//! core.
+
+pub mod admission;
+pub mod controller;
+pub mod driver;
+pub mod jitter;
+pub mod runtime;
+pub mod unpersisted;

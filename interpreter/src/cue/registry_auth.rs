@@ -1,0 +1,156 @@
+//! `module.secretRef` for one `cue` run (SPEC §27): the Docker config goes into a private
+//! temporary directory (mode 0700, `config.json` mode 0600) named by `DOCKER_CONFIG` for
+//! that child only, removed when the run ends, never a shared file. `cue`'s module cache is
+//! split by the credentials' digest too: a module pulled with one tenant's credentials sits
+//! in a cache only the same credentials reach, so a release with other (or wrong)
+//! credentials must pull, and be refused, itself.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::cue::render::RenderError;
+
+/// A Docker config on disk for the life of this value.
+pub struct PrivateDockerConfig {
+    dir: tempfile::TempDir,
+}
+
+impl PrivateDockerConfig {
+    pub fn new(bytes: &[u8]) -> std::io::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("opm-auth-").tempdir()?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+        }
+        let path = dir.path().join("config.json");
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut f = opts.open(&path)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        Ok(Self { dir })
+    }
+
+    /// The directory (`DOCKER_CONFIG`).
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Environment of the `cue` child: `DOCKER_CONFIG`, and `CUE_CACHE_DIR` = `cache`, or
+    /// a directory inside this private one (no cache shared with anyone) when none is set.
+    pub fn env(&self, cache: Option<&Path>) -> Vec<(String, OsString)> {
+        let cache = cache.map_or_else(|| self.dir.path().join("cue-cache"), Path::to_path_buf);
+        vec![
+            (
+                "DOCKER_CONFIG".into(),
+                self.dir.path().as_os_str().to_owned(),
+            ),
+            ("CUE_CACHE_DIR".into(), cache.into_os_string()),
+        ]
+    }
+}
+
+/// The module cache of runs with the credentials `digest`, under the operator's cue cache.
+pub fn cache_dir_for(base: &Path, digest: &str) -> PathBuf {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    base.join("by-credentials").join(&hex[..hex.len().min(32)])
+}
+
+/// Does `cue`'s message say the registry refused the credentials (HTTP 401/403)?
+pub fn says_refused(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "401",
+        "403",
+        "unauthorized",
+        "forbidden",
+        "denied",
+        "authentication required",
+    ]
+    .iter()
+    .any(|k| m.contains(k))
+}
+
+/// A failed pull whose message says the credentials were refused becomes a
+/// `ResolutionFailed` that says so (SPEC §27), not a retried "registry unreachable".
+pub fn refused_credentials(e: RenderError) -> RenderError {
+    match e {
+        RenderError::Resolution { message }
+        | RenderError::RegistryUnreachable { message }
+        | RenderError::Evaluation { message }
+            if says_refused(&message) =>
+        {
+            let message = message
+                .split_once("): ")
+                .filter(|(head, _)| head.starts_with("the registry refused the module pull"))
+                .map_or(message.as_str(), |(_, rest)| rest)
+                .to_owned();
+            RenderError::Resolution {
+                message: format!(
+                    "the registry refused the credentials of spec.module.secretRef: {message}"
+                ),
+            }
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_is_private_and_gone_after_the_run() {
+        let cfg = PrivateDockerConfig::new(b"{\"auths\":{}}").unwrap();
+        let dir = cfg.path().to_path_buf();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&dir), 0o700);
+            assert_eq!(mode(&dir.join("config.json")), 0o600);
+        }
+        let env = cfg.env(None);
+        assert_eq!(env[0].1, dir.as_os_str());
+        assert!(PathBuf::from(&env[1].1).starts_with(&dir));
+        drop(cfg);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn caches_split_by_credentials() {
+        let base = Path::new("/c");
+        let a = cache_dir_for(base, &opm_core::digest::sha256(b"a"));
+        let b = cache_dir_for(base, &opm_core::digest::sha256(b"b"));
+        assert_ne!(a, b);
+        assert!(a.starts_with("/c/by-credentials"));
+    }
+
+    #[test]
+    fn refusals_are_named() {
+        // What cue v0.17.1 prints for a pull with wrong credentials (checked against
+        // distribution v3.1.2 with htpasswd).
+        let stderr = "opm.internal/release@v0: import failed: cannot find package \"private.example/modules/priv@v0\": cannot fetch private.example/modules/priv@v0.1.0: module private.example/modules/priv@v0.1.0: 401 Unauthorized: unauthorized: authentication required:\n    ./release.cue:2:8";
+        let classified = crate::cue::render::classify_stderr(stderr);
+        assert!(
+            matches!(&classified, RenderError::Resolution { message } if message.contains("refused the module pull")),
+            "{classified:?}"
+        );
+        let e = refused_credentials(classified);
+        assert!(
+            matches!(&e, RenderError::Resolution { message } if message.contains("refused the credentials")),
+            "{e:?}"
+        );
+        let e = refused_credentials(RenderError::RegistryUnreachable {
+            message: "connection refused".into(),
+        });
+        assert!(matches!(e, RenderError::RegistryUnreachable { .. }));
+    }
+}

@@ -1,0 +1,252 @@
+//! The bridge from the core's `FetchArtifact` / `Render` effects to the local executors
+//! (artifact cache, extraction, `cue` renderer), translating their error types into the
+//! core's typed errors at this one boundary.
+
+use opm_core::effect::RenderRequest;
+use opm_core::input::FetchedArtifact;
+use opm_core::outcome::{Failure, FailureClass};
+use opm_core::source::{fetch_failure, render_failure};
+use opm_core::{FetchError as CoreFetch, RenderError as CoreRender};
+use serde_json::Value;
+
+use crate::artifact::artifact_cache::{ArtifactCache, ArtifactError, Lookup};
+use crate::artifact::extract::ExtractError;
+use crate::artifact::fetch::FetchError;
+use crate::artifact::release_path::{PathError, resolve_path};
+use crate::cue::module_ref::{ModuleRef, ReleaseIdentity};
+use crate::cue::render::{RenderError, Rendered, Renderer};
+use crate::ops::metrics::FetchObservation;
+
+/// Fetch and render, as the driver needs them.
+pub struct Local {
+    pub cache: ArtifactCache,
+    pub renderer: Renderer,
+}
+
+impl Local {
+    /// Downloads (or finds in the cache), verifies and extracts the artifact; also says
+    /// whether the cache served it, for the metrics.
+    pub async fn fetch(
+        &self,
+        url: &str,
+        digest: &str,
+    ) -> Result<(FetchedArtifact, FetchObservation), CoreFetch> {
+        let (handle, lookup) = self.cache.lookup(url, digest).await.map_err(fetch_error)?;
+        let observed = match lookup {
+            Lookup::Hit => FetchObservation::Hit,
+            Lookup::Miss => FetchObservation::Miss {
+                bytes: handle.archive_size(),
+            },
+        };
+        let fetched = FetchedArtifact {
+            digest: digest.to_string(),
+            size: handle.size(),
+        };
+        Ok((fetched, observed))
+    }
+
+    /// Renders the request and returns the exported value with the size of its JSON.
+    pub async fn render(&self, request: &RenderRequest) -> Result<(Value, u64), CoreRender> {
+        self.render_with(request, None).await
+    }
+
+    /// [`Self::render`] with the `module.secretRef` Docker config (`digest`, bytes) for
+    /// the module pull (SPEC §27).
+    pub async fn render_with(
+        &self,
+        request: &RenderRequest,
+        credentials: Option<(String, Vec<u8>)>,
+    ) -> Result<(Value, u64), CoreRender> {
+        match request {
+            RenderRequest::Module {
+                path,
+                version,
+                values,
+                release_name,
+                release_namespace,
+                credentials: wanted,
+            } => {
+                if wanted.is_some() && credentials.is_none() {
+                    return Err(CoreRender::Io {
+                        message: "registry credentials of this attempt are not at hand".into(),
+                    });
+                }
+                let module = ModuleRef::new(path, version, None).map_err(render_error)?;
+                let identity = ReleaseIdentity {
+                    name: release_name.clone(),
+                    namespace: release_namespace.clone(),
+                };
+                let values = values
+                    .clone()
+                    .unwrap_or_else(|| Value::Object(Default::default()));
+                let rendered = self
+                    .renderer
+                    .render_module_cached_with(&module, &values, &identity, credentials)
+                    .await
+                    .map_err(render_error)?;
+                Ok(Rendered::into_parts(rendered))
+            }
+            RenderRequest::Artifact {
+                artifact_digest,
+                artifact_url,
+                path,
+            } => {
+                let handle = self
+                    .cache
+                    .get(artifact_url, artifact_digest)
+                    .await
+                    .map_err(|e| CoreRender::Refetch {
+                        error: fetch_error(e),
+                    })?;
+                let dir = resolve_path(handle.root(), path).map_err(path_error)?;
+                let rendered = self
+                    .renderer
+                    .render_package_cached(artifact_digest, path, &dir)
+                    .await
+                    .map_err(render_error)?;
+                Ok(Rendered::into_parts(rendered))
+            }
+        }
+    }
+}
+
+/// Cache/fetch/extract errors → the core's fetch error classes.
+pub fn fetch_error(e: ArtifactError) -> CoreFetch {
+    let message = e.to_string();
+    match e {
+        ArtifactError::Fetch(f) => match f {
+            FetchError::Connect { .. } => CoreFetch::Connection { message },
+            FetchError::Truncated { .. } | FetchError::Io { .. } | FetchError::Redirect { .. } => {
+                CoreFetch::Io { message }
+            }
+            FetchError::HttpStatus { status, .. } => CoreFetch::Http { status },
+            FetchError::Timeout { .. } => CoreFetch::Timeout,
+            FetchError::DigestMismatch { expected, actual } => {
+                CoreFetch::DigestMismatch { expected, actual }
+            }
+            FetchError::TooLarge { .. } => CoreFetch::TooLarge { message },
+            FetchError::UnsupportedDigest { .. }
+            | FetchError::MalformedDigest { .. }
+            | FetchError::UnsupportedUrl { .. } => CoreFetch::InvalidArtifact { message },
+        },
+        ArtifactError::Extract(x) => match x {
+            // The local disk failed, not the archive: retried.
+            ExtractError::Io { .. } => CoreFetch::Io { message },
+            // Over the extraction budget: the disk may be slow, the archive fine.
+            ExtractError::Deadline { .. } => CoreFetch::Io { message },
+            ExtractError::TooLarge { .. } | ExtractError::TooManyEntries { .. } => {
+                CoreFetch::TooLarge { message }
+            }
+            _ => CoreFetch::InvalidArtifact { message },
+        },
+    }
+}
+
+/// `spec.path` errors → the core's render error classes.
+pub fn path_error(e: PathError) -> CoreRender {
+    let message = e.to_string();
+    match e {
+        PathError::PathNotFound { .. } => CoreRender::PathNotFound { message },
+        PathError::ReleaseFileNotFound { .. } => CoreRender::ReleaseFileNotFound { message },
+    }
+}
+
+/// What the core makes of an executor's error: the SPEC §4 exit (reason, transient or
+/// stalled, message) production reaches through this module's translation and the core's
+/// classification. Executors decide nothing themselves; their tests assert this, so a
+/// wrong mapping at the boundary fails them.
+pub trait Verdict {
+    /// The core's classified failure for this error.
+    fn failure(&self) -> Failure;
+
+    /// Transient (backoff) or stalled (needs a change).
+    fn class(&self) -> FailureClass {
+        self.failure().class
+    }
+
+    /// The condition reason.
+    fn reason(&self) -> &'static str {
+        self.failure().reason
+    }
+}
+
+impl Verdict for ArtifactError {
+    fn failure(&self) -> Failure {
+        fetch_failure(&fetch_error(self.clone()))
+    }
+}
+
+impl Verdict for FetchError {
+    fn failure(&self) -> Failure {
+        ArtifactError::Fetch(self.clone()).failure()
+    }
+}
+
+impl Verdict for ExtractError {
+    fn failure(&self) -> Failure {
+        ArtifactError::Extract(self.clone()).failure()
+    }
+}
+
+impl Verdict for RenderError {
+    fn failure(&self) -> Failure {
+        render_failure(&render_error(self.clone()))
+    }
+}
+
+impl Verdict for PathError {
+    fn failure(&self) -> Failure {
+        render_failure(&path_error(self.clone()))
+    }
+}
+
+/// Renderer errors → the core's render error classes.
+pub fn render_error(e: RenderError) -> CoreRender {
+    let message = e.to_string();
+    match e {
+        RenderError::Resolution { .. } => CoreRender::Resolution { message },
+        RenderError::RegistryUnreachable { .. } => CoreRender::RegistryUnreachable { message },
+        RenderError::Timeout { .. } => CoreRender::Timeout { message },
+        RenderError::UnsupportedKind { kind } => CoreRender::UnsupportedKind { kind },
+        RenderError::Evaluation { .. } | RenderError::InvalidOutput { .. } => {
+            CoreRender::Evaluation { message }
+        }
+        // The core decides these (SPEC §24) from the typed figures.
+        RenderError::OutputTooLarge {
+            bytes_at_least,
+            limit,
+        } => CoreRender::TooLarge {
+            bytes_at_least,
+            cap: limit as u64,
+        },
+        RenderError::OutOfMemory { limit } => CoreRender::OutOfMemory { limit_bytes: limit },
+        RenderError::Io { .. } => CoreRender::Io { message },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn error_classes_survive_the_translation() {
+        let e = fetch_error(ArtifactError::Fetch(FetchError::HttpStatus {
+            url: "u".into(),
+            status: 503,
+        }));
+        assert_eq!(e, CoreFetch::Http { status: 503 });
+        let e = fetch_error(ArtifactError::Extract(ExtractError::HardLink {
+            name: "x".into(),
+        }));
+        assert!(matches!(e, CoreFetch::InvalidArtifact { .. }));
+        let e = render_error(RenderError::Timeout {
+            after: Duration::from_secs(1),
+        });
+        assert!(matches!(e, CoreRender::Timeout { .. }));
+        let e = render_error(RenderError::Resolution {
+            message: "module not found".into(),
+        });
+        assert!(matches!(e, CoreRender::Resolution { .. }));
+    }
+}

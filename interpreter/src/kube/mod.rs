@@ -1,0 +1,13 @@
+//! Kubernetes plumbing every executor shares: clients (and the impersonated ones),
+//! API errors as the core's typed [`opm_core::ApiError`], discovery, dynamic objects,
+//! the watches, and what the watches have already delivered.
+
+pub mod api_error;
+pub mod discovery;
+pub mod dynamic;
+pub mod impersonate;
+pub mod live_cache;
+pub mod object_watch;
+pub mod observed;
+pub mod releases;
+pub mod values_watch;

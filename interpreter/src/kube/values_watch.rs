@@ -1,0 +1,309 @@
+//! Re-triggers ModuleReleases when a ConfigMap or Secret they reference (`valuesFrom`,
+//! `module.secretRef`, SPEC §27) changes, appears or goes, without any label on it.
+//!
+//! The choice (README "What the operator watches"): one metadata-only watch per referenced
+//! object (`fieldSelector=metadata.name=<name>` in its namespace), opened under the
+//! referencing release's effective identity, so
+//! - nothing is watched when nothing references anything, and an unreferenced Secret is
+//!   never seen, not even its name;
+//! - the operator receives no Secret data through a watch (metadata only) and needs no
+//!   right on Secrets or ConfigMaps itself: the release's ServiceAccount needs `list` and
+//!   `watch` next to the `get` it needs for the read (all three may be limited by
+//!   `resourceNames`);
+//! - a tenant's watch sees only what that tenant may read.
+//!
+//! The index is rebuilt from the ModuleRelease store every [`REFRESH`]: watches for
+//! references that appeared are opened, those no release names any more are closed. A
+//! change of the object's `resourceVersion` (or its deletion, or its creation) sends every
+//! release that references it, under that identity, to the controller's queue.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Client;
+use kube::api::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch};
+use opm_core::api::ModuleRelease;
+use opm_core::api::values_from::ValuesKind;
+use opm_core::effect::Impersonation;
+
+use crate::controller::driver::Runtime;
+
+/// How often the index is rebuilt from the store (bounds how late a new reference's watch
+/// opens).
+pub const REFRESH: Duration = Duration::from_secs(1);
+
+/// One watched object, as one identity sees it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WatchKey {
+    /// `system:serviceaccount:…`, or empty for the operator's own identity.
+    pub user: String,
+    pub kind: ValuesKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+type Releases = Arc<Mutex<HashSet<ObjectRef<ModuleRelease>>>>;
+
+struct Watch {
+    releases: Releases,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The references of one ModuleRelease, with the identity its reads use (SPEC §15).
+pub fn references(
+    mr: &ModuleRelease,
+    default_sa: Option<&str>,
+) -> Vec<(WatchKey, Option<Impersonation>)> {
+    let ns = mr.metadata.namespace.clone().unwrap_or_default();
+    let sa = opm_core::impersonation::effective_service_account(
+        mr.spec.common.service_account_name.as_deref(),
+        default_sa,
+    );
+    let identity = sa
+        .as_deref()
+        .map(|sa| opm_core::impersonation::impersonation(&ns, sa));
+    let user = identity
+        .as_ref()
+        .map(|i| i.user.clone())
+        .unwrap_or_default();
+    let key = |kind, name: &str| WatchKey {
+        user: user.clone(),
+        kind,
+        namespace: ns.clone(),
+        name: name.to_string(),
+    };
+    let mut out: Vec<_> = mr
+        .spec
+        .values_from
+        .iter()
+        .filter(|r| !r.name.is_empty())
+        .map(|r| (key(r.kind, &r.name), identity.clone()))
+        .collect();
+    if let Some(s) = mr
+        .spec
+        .module
+        .secret_ref
+        .as_ref()
+        .filter(|s| !s.name.is_empty())
+    {
+        out.push((key(ValuesKind::Secret, &s.name), identity.clone()));
+    }
+    out
+}
+
+/// Keeps the per-object watches in line with the store until aborted.
+pub async fn run(
+    rt: Arc<Runtime>,
+    store: Store<ModuleRelease>,
+    tx: futures::channel::mpsc::UnboundedSender<ObjectRef<ModuleRelease>>,
+) {
+    let mut watches: BTreeMap<WatchKey, Watch> = BTreeMap::new();
+    let default_sa = rt.config.default_service_account.clone();
+    loop {
+        let mut wanted: BTreeMap<WatchKey, (Option<Impersonation>, HashSet<_>)> = BTreeMap::new();
+        for mr in store.state() {
+            for (key, identity) in references(&mr, default_sa.as_deref()) {
+                wanted
+                    .entry(key)
+                    .or_insert_with(|| (identity, HashSet::new()))
+                    .1
+                    .insert(ObjectRef::from_obj(&*mr));
+            }
+        }
+        watches.retain(|k, w| {
+            let keep = wanted.contains_key(k);
+            if !keep {
+                w.task.abort();
+            }
+            keep
+        });
+        for (key, (identity, releases)) in wanted {
+            if let Some(w) = watches.get(&key) {
+                *w.releases.lock().unwrap_or_else(|p| p.into_inner()) = releases;
+                continue;
+            }
+            let client = match rt.clients.for_identity(identity.as_ref()) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(error = %e, object = %key.name, "no client for the values watch");
+                    continue;
+                }
+            };
+            let releases: Releases = Arc::new(Mutex::new(releases));
+            let task = tokio::spawn(watch_one(
+                client,
+                key.clone(),
+                releases.clone(),
+                store.clone(),
+                tx.clone(),
+            ));
+            watches.insert(key, Watch { releases, task });
+        }
+        tokio::time::sleep(REFRESH).await;
+    }
+}
+
+/// Number of objects a `run` would watch for these releases (for tests and metrics).
+pub fn watched(mrs: &[ModuleRelease], default_sa: Option<&str>) -> BTreeSet<WatchKey> {
+    mrs.iter()
+        .flat_map(|mr| references(mr, default_sa))
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// The event with each object replaced by its `resourceVersion`.
+fn versions<K>(e: Event<PartialObjectMeta<K>>) -> Event<Option<String>> {
+    match e {
+        Event::Apply(o) => Event::Apply(o.metadata.resource_version),
+        Event::Delete(o) => Event::Delete(o.metadata.resource_version),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(o.metadata.resource_version),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+async fn watch_one(
+    client: Client,
+    key: WatchKey,
+    releases: Releases,
+    store: Store<ModuleRelease>,
+    tx: futures::channel::mpsc::UnboundedSender<ObjectRef<ModuleRelease>>,
+) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", key.name));
+    let stream = match key.kind {
+        ValuesKind::ConfigMap => watch(
+            Api::<PartialObjectMeta<ConfigMap>>::namespaced(client, &key.namespace),
+            config,
+        )
+        .default_backoff()
+        .map(|r| r.map(versions))
+        .boxed(),
+        ValuesKind::Secret => watch(
+            Api::<PartialObjectMeta<Secret>>::namespaced(client, &key.namespace),
+            config,
+        )
+        .default_backoff()
+        .map(|r| r.map(versions))
+        .boxed(),
+    };
+    let mut stream = stream;
+    // The resourceVersion last seen (`None`: absent), and what a relist found.
+    let mut last: Option<Option<String>> = None;
+    let mut listing: Option<String> = None;
+    let trigger = || {
+        for r in releases.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let _ = tx.unbounded_send(r.clone());
+        }
+    };
+    while let Some(item) = stream.next().await {
+        let event = match item {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::debug!(error = %e, kind = key.kind.as_str(), namespace = %key.namespace, name = %key.name, "values watch error");
+                continue;
+            }
+        };
+        match event {
+            Event::Init => listing = None,
+            Event::InitApply(rv) => listing = rv.or(Some(String::new())),
+            Event::InitDone => {
+                let now = listing.take();
+                match &last {
+                    // A later list (after a broken watch) triggers when it saw something
+                    // else than the watch had.
+                    Some(l) if *l != now => trigger(),
+                    Some(_) => {}
+                    // The first list sets the baseline. The watch opens up to [`REFRESH`]
+                    // after the release's first read: an object that appeared in between
+                    // would be missed, so the releases not Ready (a ValuesNotFound stall
+                    // among them) try again once it exists.
+                    None if now.is_some() => {
+                        for r in releases.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                            let ready = store.get(r).is_some_and(|mr| {
+                                mr.status.as_ref().is_some_and(|s| {
+                                    s.conditions
+                                        .iter()
+                                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                                })
+                            });
+                            if !ready {
+                                let _ = tx.unbounded_send(r.clone());
+                            }
+                        }
+                    }
+                    None => {}
+                }
+                last = Some(now);
+            }
+            Event::Apply(rv) => {
+                let rv = rv.or(Some(String::new()));
+                if last.as_ref() != Some(&rv) {
+                    last = Some(rv);
+                    trigger();
+                }
+            }
+            Event::Delete(_) => {
+                last = Some(None);
+                trigger();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn mr(ns: &str, name: &str, spec: serde_json::Value) -> ModuleRelease {
+        let mut s = json!({"module": {"path": "m@v0", "version": "v0.1.0"}});
+        if let (Some(a), Some(b)) = (s.as_object_mut(), spec.as_object()) {
+            a.extend(b.clone());
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "releases.opmodel.dev/v1alpha1", "kind": "ModuleRelease",
+            "metadata": {"name": name, "namespace": ns}, "spec": s}))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_referenced_objects_are_watched_under_each_release_identity() {
+        let mrs = [
+            mr("a", "plain", json!({})),
+            mr(
+                "a",
+                "x",
+                json!({"serviceAccountName": "dep", "valuesFrom": [
+                {"kind": "Secret", "name": "db"}, {"kind": "ConfigMap", "name": "base"}],
+                "module": {"path": "m@v0", "version": "v0.1.0", "secretRef": {"name": "reg"}}}),
+            ),
+            mr(
+                "b",
+                "y",
+                json!({"valuesFrom": [{"kind": "Secret", "name": "db"}]}),
+            ),
+        ];
+        let w = watched(&mrs, Some("fallback"));
+        let names: Vec<_> = w
+            .iter()
+            .map(|k| format!("{}:{}:{}/{}", k.user, k.kind.as_str(), k.namespace, k.name))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "system:serviceaccount:a:dep:ConfigMap:a/base",
+                "system:serviceaccount:a:dep:Secret:a/db",
+                "system:serviceaccount:a:dep:Secret:a/reg",
+                "system:serviceaccount:b:fallback:Secret:b/db",
+            ]
+        );
+        assert!(watched(&mrs[..1], None).is_empty());
+    }
+}

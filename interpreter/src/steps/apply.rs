@@ -1,0 +1,328 @@
+//! Staged server-side apply (SPEC §19), policy-free: the core chose the stages, the order,
+//! the field manager and `force`. Per object: GET the live object, dry-run the apply, and
+//! write only when the dry-run result differs from the live object; when the dry-run is
+//! based on a version already seen ([`LiveCache`]) the GET is skipped, and when the
+//! managed-object watch has listed the kind without this object ([`ObjectWatch`]) both are:
+//! the object is missing or lacks our labels, so it must be written anyway. Objects of one
+//! stage run concurrently (bounded); after a stage that applied CRDs, wait until they are
+//! Established; stop after a stage with a failure. Never delete-and-recreate.
+
+use std::time::Duration;
+
+use futures::{StreamExt, stream};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use opm_core::effect::ApplyStage;
+use opm_core::input::{AppliedObject, ApplyAction, ApplyReport};
+use opm_core::policy::SsaPolicy;
+use opm_core::{ApiError, DesiredObject};
+use serde_json::Value;
+
+use crate::cue::secrets::SecretTable;
+use crate::kube::discovery::Resolver;
+use crate::kube::live_cache::{self, LiveCache};
+use crate::kube::object_watch::ObjectWatch;
+use crate::{kube::api_error, kube::dynamic};
+
+/// Objects of one stage applied at the same time.
+pub const STAGE_CONCURRENCY: usize = 8;
+/// How long a CRD may take to become Established.
+pub const ESTABLISH_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Everything one Apply effect needs besides its payload.
+pub struct ApplyCtx<'a> {
+    pub client: Client,
+    /// The operator's client: reads CRD conditions for the Established wait.
+    pub operator: Client,
+    pub resolver: &'a Resolver,
+    pub secrets: &'a SecretTable,
+    pub field_manager: &'a str,
+    pub force: bool,
+    /// Live object versions seen before: lets an unchanged object skip its GET.
+    pub live: &'a LiveCache,
+    /// Which objects carry our label: lets a new object skip its GET and dry-run.
+    pub watch: &'a ObjectWatch,
+    /// The impersonated user, or empty for the operator itself.
+    pub identity: &'a str,
+}
+
+/// Runs the stages in order.
+pub async fn apply(ctx: &ApplyCtx<'_>, stages: &[ApplyStage]) -> ApplyReport {
+    let mut report = ApplyReport::default();
+    for stage in stages {
+        let futures: Vec<_> = stage.objects.iter().map(|obj| applied(ctx, obj)).collect();
+        let mut results: Vec<AppliedObject> = stream::iter(futures)
+            .buffered(STAGE_CONCURRENCY)
+            .collect()
+            .await;
+        let failed = results.iter().any(|r| r.result.is_err());
+        if !failed {
+            wait_for_crds(ctx, &stage.objects, &mut results).await;
+        }
+        let failed = results.iter().any(|r| r.result.is_err());
+        report.objects.extend(results);
+        if failed {
+            break;
+        }
+    }
+    report
+}
+
+async fn applied(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> AppliedObject {
+    AppliedObject {
+        id: obj.id.clone(),
+        result: apply_one(ctx, obj).await,
+    }
+}
+
+async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyAction, ApiError> {
+    let api =
+        dynamic::watched_api_for(ctx.client.clone(), ctx.resolver, ctx.watch, &obj.id).await?;
+    let manifest = ctx
+        .secrets
+        .restore(&obj.manifest)
+        .map_err(|e| ApiError::Invalid {
+            message: e.to_string(),
+        })?;
+    let desired = live_cache::desired_digest(
+        &live_cache::desired_key(obj),
+        ctx.field_manager,
+        ctx.identity,
+    );
+    let name = &obj.id.name;
+    let mut params = PatchParams::apply(ctx.field_manager);
+    // `ssa: Merge` never takes fields from other managers (SPEC §28).
+    params.force = ctx.force && obj.policy.ssa != SsaPolicy::Merge;
+    if !obj.policy.is_default() {
+        return crate::steps::apply_policy::apply_with_policy(
+            ctx, &api, obj, &params, &manifest, desired,
+        )
+        .await;
+    }
+    let (api, params, manifest) = (&api, &params, &manifest);
+    let commit = |created| committed(ctx, api, obj, params, manifest, desired, created);
+    let unchanged = |rv: Option<&str>| {
+        if let Some(rv) = rv {
+            ctx.live.verify(&obj.id, rv, desired);
+        }
+        Ok(ApplyAction::Unchanged)
+    };
+    // A version of the object we have seen: the dry-run alone says whether to write.
+    let mut dry = None;
+    match ctx.live.get(&obj.id) {
+        // Found missing by this attempt's drift check: create it without another GET.
+        Some(seen) if seen.absent() => return commit(Some(true)).await,
+        Some(seen) => {
+            let d = dynamic::to_value(&dry_run(api, name, params, manifest).await?);
+            if seen.same_version(&d) {
+                if seen.apply_digest == live_cache::apply_digest(&d) {
+                    return unchanged(live_cache::resource_version(&d));
+                }
+                return commit(Some(false)).await;
+            }
+            dry = Some(d);
+        }
+        // Not seen, and the listed objects carrying our label do not include it: it is
+        // missing or lacks the label we stamp, so a dry-run could only show a change. Whose
+        // it is was settled before this effect: the core asks for every object outside the
+        // inventory's owner first (`InspectOwners`, SPEC §25) and never sends the Apply when
+        // one belongs to someone else.
+        None if ctx.watch.lists_without(&obj.id) => return commit(None).await,
+        None => {}
+    }
+    let live = api
+        .get_opt(name)
+        .await
+        .map_err(|e| api_error::from_kube(&e))?
+        .map(|l| dynamic::to_value(&l));
+    if let Some(live) = &live {
+        ctx.live.remember(&obj.id, live);
+        // Reuse the first dry-run only if it was based on the version just read.
+        let dry = match dry {
+            Some(d) if same_version(live, &d) => d,
+            _ => dynamic::to_value(&dry_run(api, name, params, manifest).await?),
+        };
+        if same_object(live, &dry) {
+            return unchanged(live_cache::resource_version(live));
+        }
+    }
+    commit(Some(live.is_none())).await
+}
+
+/// Writes and records the written version as verified against `desired`. `created` says
+/// whether the object existed; `None` when unknown, then the write's answer tells.
+pub(crate) async fn committed(
+    ctx: &ApplyCtx<'_>,
+    api: &Api<DynamicObject>,
+    obj: &DesiredObject,
+    params: &PatchParams,
+    manifest: &Value,
+    desired: [u8; 32],
+    created: Option<bool>,
+) -> Result<ApplyAction, ApiError> {
+    let live = write(ctx, api, obj, params, manifest).await?;
+    if let Some(rv) = live_cache::resource_version(&live) {
+        ctx.live.verify(&obj.id, rv, desired);
+    }
+    Ok(
+        if created.unwrap_or_else(|| only_managed_by(&live, ctx.field_manager)) {
+            ApplyAction::Created
+        } else {
+            ApplyAction::Updated
+        },
+    )
+}
+
+/// Whether `manager` is the only field manager of `obj`: an object our write created
+/// (one that existed before carries its creator's entry).
+fn only_managed_by(obj: &Value, manager: &str) -> bool {
+    obj.pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .is_some_and(|mf| {
+            mf.iter()
+                .all(|e| e.get("manager").and_then(Value::as_str) == Some(manager))
+        })
+}
+
+pub(crate) async fn dry_run(
+    api: &Api<DynamicObject>,
+    name: &str,
+    params: &PatchParams,
+    manifest: &Value,
+) -> Result<DynamicObject, ApiError> {
+    api.patch(name, &params.clone().dry_run(), &Patch::Apply(manifest))
+        .await
+        .map_err(|e| api_error::from_kube(&e))
+}
+
+/// The real apply; what it returns is the new live object, remembered for the next attempt.
+async fn write(
+    ctx: &ApplyCtx<'_>,
+    api: &Api<DynamicObject>,
+    obj: &DesiredObject,
+    params: &PatchParams,
+    manifest: &Value,
+) -> Result<Value, ApiError> {
+    match api
+        .patch(&obj.id.name, params, &Patch::Apply(manifest))
+        .await
+    {
+        Ok(live) => {
+            let live = dynamic::to_value(&live);
+            ctx.live.remember(&obj.id, &live);
+            Ok(live)
+        }
+        Err(e) => {
+            ctx.live.forget(&obj.id);
+            Err(api_error::from_kube(&e))
+        }
+    }
+}
+
+fn same_version(a: &Value, b: &Value) -> bool {
+    let rv = live_cache::resource_version;
+    rv(a).is_some() && rv(a) == rv(b)
+}
+
+/// Equal apart from bookkeeping the server changes on every write attempt: managedFields
+/// timestamps. Ownership changes (a new manager entry) still count as a change.
+pub fn same_object(live: &Value, dry: &Value) -> bool {
+    normalize(live) == normalize(dry)
+}
+
+/// The object without managedFields times (what [`same_object`] compares).
+pub fn normalize(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(mf) = v
+        .pointer_mut("/metadata/managedFields")
+        .and_then(Value::as_array_mut)
+    {
+        for entry in mf.iter_mut() {
+            if let Some(o) = entry.as_object_mut() {
+                o.remove("time");
+            }
+        }
+    }
+    v
+}
+
+/// After a stage applied CRDs, waits until each is Established; one that is not within
+/// [`ESTABLISH_DEADLINE`] turns its result into a `Timeout`.
+async fn wait_for_crds(
+    ctx: &ApplyCtx<'_>,
+    objects: &[DesiredObject],
+    results: &mut [AppliedObject],
+) {
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.operator.clone());
+    for (obj, result) in objects.iter().zip(results.iter_mut()) {
+        if obj.id.kind != "CustomResourceDefinition" || obj.id.group != "apiextensions.k8s.io" {
+            continue;
+        }
+        let waited = tokio::time::timeout(ESTABLISH_DEADLINE, async {
+            loop {
+                match crds.get_opt(&obj.id.name).await {
+                    Ok(Some(crd)) if established(&crd) => return Ok(()),
+                    Ok(_) => {}
+                    Err(e) => return Err(api_error::from_kube(&e)),
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+        .await;
+        match waited {
+            Ok(Ok(())) => forget_defined_kinds(ctx.resolver, &obj.manifest),
+            Ok(Err(e)) => result.result = Err(e),
+            Err(_) => {
+                result.result = Err(ApiError::Timeout {
+                    message: format!(
+                        "CustomResourceDefinition {} not Established within {}s",
+                        obj.id.name,
+                        ESTABLISH_DEADLINE.as_secs()
+                    ),
+                })
+            }
+        }
+    }
+}
+
+fn established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+}
+
+/// A (re)applied CRD may have changed its kind's versions or scope: drop cached discovery.
+fn forget_defined_kinds(resolver: &Resolver, manifest: &Value) {
+    let group = manifest.pointer("/spec/group").and_then(Value::as_str);
+    let kind = manifest.pointer("/spec/names/kind").and_then(Value::as_str);
+    let versions = manifest.pointer("/spec/versions").and_then(Value::as_array);
+    if let (Some(group), Some(kind), Some(versions)) = (group, kind, versions) {
+        for v in versions {
+            if let Some(name) = v.get("name").and_then(Value::as_str) {
+                resolver.forget(group, name, kind);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn managed_field_times_do_not_count_as_change() {
+        let live = json!({"metadata": {"managedFields": [{"manager": "opm-controller", "time": "t1"}]}, "data": {"a": "1"}});
+        let dry = json!({"metadata": {"managedFields": [{"manager": "opm-controller", "time": "t2"}]}, "data": {"a": "1"}});
+        assert!(same_object(&live, &dry));
+        let changed = json!({"metadata": {"managedFields": [{"manager": "opm-controller", "time": "t2"}]}, "data": {"a": "2"}});
+        assert!(!same_object(&live, &changed));
+        let new_owner = json!({"metadata": {"managedFields": [{"manager": "opm-controller"}, {"manager": "x"}]}, "data": {"a": "1"}});
+        assert!(!same_object(&live, &new_owner));
+    }
+}
