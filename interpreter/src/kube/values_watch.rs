@@ -169,6 +169,28 @@ fn versions<K>(e: Event<PartialObjectMeta<K>>) -> Event<Option<String>> {
     }
 }
 
+/// Sends the releases of `releases` whose Ready condition is not True to the queue.
+fn trigger_not_ready(
+    releases: &Releases,
+    store: &Store<ModuleRelease>,
+    tx: &futures::channel::mpsc::UnboundedSender<ObjectRef<ModuleRelease>>,
+) {
+    for r in releases.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        let ready = store.get(r).is_some_and(|mr| {
+            mr.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+        });
+        if !ready {
+            let _ = tx.unbounded_send(r.clone());
+        }
+    }
+}
+
+/// Watches one referenced object and sends its releases to the queue when its
+/// `resourceVersion` changes, it appears or it goes.
 async fn watch_one(
     client: Client,
     key: WatchKey,
@@ -177,7 +199,7 @@ async fn watch_one(
     tx: futures::channel::mpsc::UnboundedSender<ObjectRef<ModuleRelease>>,
 ) {
     let config = watcher::Config::default().fields(&format!("metadata.name={}", key.name));
-    let stream = match key.kind {
+    let mut stream = match key.kind {
         ValuesKind::ConfigMap => watch(
             Api::<PartialObjectMeta<ConfigMap>>::namespaced(client, &key.namespace),
             config,
@@ -193,7 +215,6 @@ async fn watch_one(
         .map(|r| r.map(versions))
         .boxed(),
     };
-    let mut stream = stream;
     // The resourceVersion last seen (`None`: absent), and what a relist found.
     let mut last: Option<Option<String>> = None;
     let mut listing: Option<String> = None;
@@ -224,20 +245,7 @@ async fn watch_one(
                     // after the release's first read: an object that appeared in between
                     // would be missed, so the releases not Ready (a ValuesNotFound stall
                     // among them) try again once it exists.
-                    None if now.is_some() => {
-                        for r in releases.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-                            let ready = store.get(r).is_some_and(|mr| {
-                                mr.status.as_ref().is_some_and(|s| {
-                                    s.conditions
-                                        .iter()
-                                        .any(|c| c.type_ == "Ready" && c.status == "True")
-                                })
-                            });
-                            if !ready {
-                                let _ = tx.unbounded_send(r.clone());
-                            }
-                        }
-                    }
+                    None if now.is_some() => trigger_not_ready(&releases, &store, &tx),
                     None => {}
                 }
                 last = Some(now);

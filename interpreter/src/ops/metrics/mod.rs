@@ -14,7 +14,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric as RegistryMetric, Registry};
 
 pub use prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
@@ -131,102 +131,89 @@ const HEALTH_WAIT_BUCKETS: Buckets = Buckets {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::default();
-        let reconcile = Family::default();
-        let reconcile_duration = Family::new_with_constructor(RECONCILE_BUCKETS);
-        let apply_resources = Family::default();
-        let prune_resources = Family::default();
-        let inventory_size = Family::default();
-        let fetch_bytes = Family::default();
-        let render_duration = Family::new_with_constructor(RENDER_BUCKETS);
-        let cache_hits = Family::default();
-        let cache_misses = Family::default();
-        let ready = Family::default();
-        let suspended = Family::default();
-        let healthy = Family::default();
-        let health_wait = Family::new_with_constructor(HEALTH_WAIT_BUCKETS);
-        registry.register(
-            "opm_controller_release_healthy",
-            "1 while every object of the release is healthy (SPEC §26), else 0",
-            healthy.clone(),
-        );
-        registry.register(
-            "opm_controller_health_wait_seconds",
-            "Time from an apply to every object healthy",
-            health_wait.clone(),
-        );
+        let mut r = Registry::default();
+        // Fields in registration order, which is the order of the exposition text.
         // Counter names without `_total`: the encoder appends it.
-        registry.register(
-            "opm_controller_reconcile",
-            "Reconcile attempts by outcome",
-            reconcile.clone(),
-        );
-        registry.register(
-            "opm_controller_reconcile_duration_seconds",
-            "Duration of reconcile attempts",
-            reconcile_duration.clone(),
-        );
-        registry.register(
-            "opm_controller_apply_resources",
-            "Objects applied, by what the apply did",
-            apply_resources.clone(),
-        );
-        registry.register(
-            "opm_controller_prune_resources",
-            "Stale objects deleted",
-            prune_resources.clone(),
-        );
-        registry.register(
-            "opm_controller_inventory_size",
-            "Objects in the release's inventory",
-            inventory_size.clone(),
-        );
-        registry.register(
-            "opm_controller_fetch_bytes",
-            "Artifact bytes downloaded for the release (cache misses)",
-            fetch_bytes.clone(),
-        );
-        registry.register(
-            "opm_controller_render_duration_seconds",
-            "Duration of renders (cue export, or a render-cache hit)",
-            render_duration.clone(),
-        );
-        registry.register(
-            "opm_controller_artifact_cache_hits",
-            "Artifact fetches served from the local cache",
-            cache_hits.clone(),
-        );
-        registry.register(
-            "opm_controller_artifact_cache_misses",
-            "Artifact fetches that had to download",
-            cache_misses.clone(),
-        );
-        registry.register(
-            "opm_controller_release_ready",
-            "1 while the release's Ready condition is True, else 0",
-            ready.clone(),
-        );
-        registry.register(
-            "opm_controller_release_suspended",
-            "1 while the release has spec.suspend set, else 0",
-            suspended.clone(),
-        );
         Self {
-            registry,
-            reconcile,
-            reconcile_duration,
-            apply_resources,
-            prune_resources,
-            inventory_size,
-            fetch_bytes,
-            render_duration,
-            cache_hits,
-            cache_misses,
-            ready,
-            suspended,
-            healthy,
-            health_wait,
+            healthy: r.family(
+                "opm_controller_release_healthy",
+                "1 while every object of the release is healthy (SPEC §26), else 0",
+                Family::default(),
+            ),
+            health_wait: r.family(
+                "opm_controller_health_wait_seconds",
+                "Time from an apply to every object healthy",
+                Family::new_with_constructor(HEALTH_WAIT_BUCKETS),
+            ),
+            reconcile: r.family(
+                "opm_controller_reconcile",
+                "Reconcile attempts by outcome",
+                Family::default(),
+            ),
+            reconcile_duration: r.family(
+                "opm_controller_reconcile_duration_seconds",
+                "Duration of reconcile attempts",
+                Family::new_with_constructor(RECONCILE_BUCKETS),
+            ),
+            apply_resources: r.family(
+                "opm_controller_apply_resources",
+                "Objects applied, by what the apply did",
+                Family::default(),
+            ),
+            prune_resources: r.family(
+                "opm_controller_prune_resources",
+                "Stale objects deleted",
+                Family::default(),
+            ),
+            inventory_size: r.family(
+                "opm_controller_inventory_size",
+                "Objects in the release's inventory",
+                Family::default(),
+            ),
+            fetch_bytes: r.family(
+                "opm_controller_fetch_bytes",
+                "Artifact bytes downloaded for the release (cache misses)",
+                Family::default(),
+            ),
+            render_duration: r.family(
+                "opm_controller_render_duration_seconds",
+                "Duration of renders (cue export, or a render-cache hit)",
+                Family::new_with_constructor(RENDER_BUCKETS),
+            ),
+            cache_hits: r.family(
+                "opm_controller_artifact_cache_hits",
+                "Artifact fetches served from the local cache",
+                Family::default(),
+            ),
+            cache_misses: r.family(
+                "opm_controller_artifact_cache_misses",
+                "Artifact fetches that had to download",
+                Family::default(),
+            ),
+            ready: r.family(
+                "opm_controller_release_ready",
+                "1 while the release's Ready condition is True, else 0",
+                Family::default(),
+            ),
+            suspended: r.family(
+                "opm_controller_release_suspended",
+                "1 while the release has spec.suspend set, else 0",
+                Family::default(),
+            ),
+            registry: r,
         }
+    }
+}
+
+/// Registers a metric family and hands back the handle the recorder keeps.
+trait RegisterFamily {
+    fn family<M: RegistryMetric + Clone>(&mut self, name: &str, help: &str, metric: M) -> M;
+}
+
+impl RegisterFamily for Registry {
+    fn family<M: RegistryMetric + Clone>(&mut self, name: &str, help: &str, metric: M) -> M {
+        self.register(name, help, metric.clone());
+        metric
     }
 }
 
@@ -384,86 +371,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key(name: &str) -> ReleaseKey {
-        ReleaseKey {
-            kind: Kind::Release,
-            namespace: "ns".into(),
-            name: name.into(),
-        }
-    }
-
-    fn sample(text: &str, series: &str) -> Option<f64> {
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-    }
-
-    #[test]
-    fn exposes_spec_names_and_forgets_one_release() {
-        let m = Metrics::default();
-        for _ in 0..2 {
-            m.record(
-                &key("a"),
-                &Metric::Reconcile {
-                    outcome: Outcome::NoOp,
-                    duration: Duration::from_millis(10),
-                },
-            );
-        }
-        m.record(
-            &key("a"),
-            &Metric::ApplyResources {
-                created: 3,
-                updated: 0,
-                unchanged: 1,
-            },
-        );
-        m.record(&key("b"), &Metric::InventorySize { count: 4 });
-        m.record_fetch(&key("a"), FetchObservation::Miss { bytes: 100 });
-        m.record_fetch(&key("a"), FetchObservation::Hit);
-        m.record_render(&key("a"), Duration::from_millis(3));
-        let text = m.render();
-        let a = r#"kind="Release",name="a",namespace="ns""#;
-        assert_eq!(
-            sample(
-                &text,
-                &format!("opm_controller_reconcile_total{{{a},outcome=\"no_op\"}}")
-            ),
-            Some(2.0),
-            "{text}"
-        );
-        assert_eq!(
-            sample(
-                &text,
-                &format!("opm_controller_apply_resources_total{{{a},action=\"created\"}}")
-            ),
-            Some(3.0)
-        );
-        assert_eq!(
-            sample(
-                &text,
-                &format!("opm_controller_reconcile_duration_seconds_bucket{{{a},le=\"0.01\"}}")
-            ),
-            Some(2.0),
-            "{text}"
-        );
-        assert_eq!(
-            sample(&text, &format!("opm_controller_fetch_bytes_total{{{a}}}")),
-            Some(100.0)
-        );
-        assert_eq!(
-            sample(
-                &text,
-                &format!("opm_controller_artifact_cache_hits_total{{{a}}}")
-            ),
-            Some(1.0)
-        );
-        assert!(text.contains("# TYPE opm_controller_render_duration_seconds histogram"));
-        m.forget(&key("a"));
-        let text = m.render();
-        assert!(!text.contains(r#"name="a""#), "{text}");
-        assert!(text.contains(r#"opm_controller_inventory_size{kind="Release",name="b""#));
-    }
-}
+mod tests;

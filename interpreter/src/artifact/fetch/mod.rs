@@ -1,9 +1,9 @@
 //! Artifact download (SPEC §17): one GET, streamed to a temporary file while hashing.
 //!
-//! The executor decides nothing about retries; it reports a typed [`FetchError`] whose
-//! [`FetchError::class`] tells the core which SPEC §4 row applies: a failure that may go away by
-//! itself (`FetchFailed`, transient) or content that will never become valid
-//! (`InvalidArtifact`, stalled).
+//! The executor decides nothing about retries; it reports a typed [`FetchError`], and
+//! `effects::local` maps it to the core's typed error, from which the core picks the SPEC §4
+//! row: a failure that may go away by itself (`FetchFailed`, transient) or content that will
+//! never become valid (`InvalidArtifact`, stalled).
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,63 +13,18 @@ use sha2::{Digest as _, Sha256};
 use tempfile::NamedTempFile;
 use tokio::io::AsyncWriteExt;
 
+mod digest;
+mod redirect;
+
+pub use digest::Sha256Digest;
+use redirect::{RefusedRedirect, error_chain, find_source, same_origin_redirects};
+
 /// Default download cap (SPEC §2: 64 MiB).
 pub const DEFAULT_MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
 /// Default deadline for one download (SPEC §17).
 pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A parsed `sha256:<64 lowercase hex>` digest.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Sha256Digest([u8; 32]);
-
-impl Sha256Digest {
-    /// Parses the only digest form the artifact contract allows. An algorithm other than
-    /// `sha256` (or a malformed value) can never verify, so it is an invalid artifact.
-    pub fn parse(s: &str) -> Result<Self, FetchError> {
-        let Some((algo, hex_part)) = s.split_once(':') else {
-            return Err(FetchError::MalformedDigest {
-                digest: s.to_owned(),
-            });
-        };
-        if algo != "sha256" {
-            return Err(FetchError::UnsupportedDigest {
-                algorithm: algo.to_owned(),
-            });
-        }
-        let lower_hex = hex_part.len() == 64
-            && hex_part
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if !lower_hex {
-            return Err(FetchError::MalformedDigest {
-                digest: s.to_owned(),
-            });
-        }
-        let mut out = [0u8; 32];
-        hex::decode_to_slice(hex_part, &mut out).map_err(|_| FetchError::MalformedDigest {
-            digest: s.to_owned(),
-        })?;
-        Ok(Self(out))
-    }
-
-    /// The digest of `bytes`, for callers that build artifacts (tests, tools).
-    pub fn of(bytes: &[u8]) -> Self {
-        Self(Sha256::digest(bytes).into())
-    }
-
-    /// The 64 lowercase hex characters, usable as a file name.
-    pub fn hex(&self) -> String {
-        hex::encode(self.0)
-    }
-}
-
-impl std::fmt::Display for Sha256Digest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "sha256:{}", self.hex())
-    }
-}
-
-/// Why a download failed. Variants are split along SPEC §4's two rows, see [`Self::class`].
+/// Why a download failed. Variants are split along SPEC §4's two rows (transient or stalled).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FetchError {
     /// The server could not be reached or the request failed before a response.
@@ -123,46 +78,6 @@ pub enum FetchError {
 
 /// Redirects followed within one origin.
 pub const MAX_REDIRECTS: usize = 5;
-
-/// Why a redirect was refused; carried through reqwest's error chain.
-#[derive(Debug, thiserror::Error)]
-#[error("{why}")]
-struct RefusedRedirect {
-    to: String,
-    why: &'static str,
-}
-
-/// Follows a redirect only to the scheme, host and port of the first request, at most
-/// [`MAX_REDIRECTS`] times.
-fn same_origin_redirects() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let origin = |u: &reqwest::Url| {
-            (
-                u.scheme().to_owned(),
-                u.host_str().map(str::to_owned),
-                u.port_or_known_default(),
-            )
-        };
-        let same = attempt
-            .previous()
-            .first()
-            .is_some_and(|first| origin(first) == origin(attempt.url()));
-        let to = attempt.url().to_string();
-        if !same {
-            attempt.error(RefusedRedirect {
-                to,
-                why: "another origin",
-            })
-        } else if attempt.previous().len() > MAX_REDIRECTS {
-            attempt.error(RefusedRedirect {
-                to,
-                why: "too many redirects",
-            })
-        } else {
-            attempt.follow()
-        }
-    })
-}
 
 /// Limits of one download.
 #[derive(Debug, Clone)]
@@ -262,31 +177,7 @@ impl Fetcher {
         url: &str,
         tmp_dir: &Path,
     ) -> Result<(NamedTempFile, Sha256Digest, u64), FetchError> {
-        let classify = |e: reqwest::Error, received: Option<u64>| -> FetchError {
-            if let Some(r) = find_source::<RefusedRedirect>(&e) {
-                FetchError::Redirect {
-                    url: url.to_owned(),
-                    to: r.to.clone(),
-                    why: r.why,
-                }
-            } else if e.is_timeout() {
-                FetchError::Timeout {
-                    url: url.to_owned(),
-                    after: self.config.timeout,
-                }
-            } else if let Some(received) = received {
-                FetchError::Truncated {
-                    url: url.to_owned(),
-                    received,
-                    detail: error_chain(&e),
-                }
-            } else {
-                FetchError::Connect {
-                    url: url.to_owned(),
-                    detail: error_chain(&e),
-                }
-            }
-        };
+        let classify = |e, received| self.classify(url, e, received);
         let resp = self
             .client
             .get(parsed)
@@ -338,32 +229,34 @@ impl Fetcher {
         }
         Ok((tmp, Sha256Digest(hasher.finalize().into()), received))
     }
-}
 
-/// The first error of type `T` in `e`'s source chain.
-fn find_source<'e, T: std::error::Error + 'static>(
-    e: &'e (dyn std::error::Error + 'static),
-) -> Option<&'e T> {
-    let mut cur = Some(e);
-    while let Some(err) = cur {
-        if let Some(t) = err.downcast_ref::<T>() {
-            return Some(t);
+    /// What a failed request was: a refused redirect, the deadline, a body that broke off
+    /// after `received` bytes, or no response at all.
+    fn classify(&self, url: &str, e: reqwest::Error, received: Option<u64>) -> FetchError {
+        if let Some(r) = find_source::<RefusedRedirect>(&e) {
+            FetchError::Redirect {
+                url: url.to_owned(),
+                to: r.to.clone(),
+                why: r.why,
+            }
+        } else if e.is_timeout() {
+            FetchError::Timeout {
+                url: url.to_owned(),
+                after: self.config.timeout,
+            }
+        } else if let Some(received) = received {
+            FetchError::Truncated {
+                url: url.to_owned(),
+                received,
+                detail: error_chain(&e),
+            }
+        } else {
+            FetchError::Connect {
+                url: url.to_owned(),
+                detail: error_chain(&e),
+            }
         }
-        cur = err.source();
     }
-    None
-}
-
-/// reqwest's top-level message rarely says what went wrong; the sources do.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        cur = s.source();
-    }
-    msg
 }
 
 #[cfg(test)]

@@ -59,6 +59,17 @@ const FIELDS: [&str; 2] = ["data", "stringData"];
 /// Shortest Secret value [`SecretTable::scrub`] replaces in messages.
 pub const MIN_SCRUBBED: usize = 4;
 
+/// Every rendered object: the values under `components.<c>` of the exported render value.
+fn rendered_objects(exported: &mut Value) -> impl Iterator<Item = &mut Value> {
+    exported
+        .get_mut("components")
+        .and_then(Value::as_object_mut)
+        .into_iter()
+        .flat_map(|components| components.values_mut())
+        .filter_map(Value::as_object_mut)
+        .flat_map(|objects| objects.values_mut())
+}
+
 fn is_secret(obj: &Value) -> bool {
     obj.get("kind").and_then(Value::as_str) == Some("Secret")
         && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
@@ -137,35 +148,25 @@ impl SecretTable {
         }
         let mut secrets: Vec<String> = self.strings.values().cloned().collect();
         secrets.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        let Some(components) = exported
-            .get_mut("components")
-            .and_then(Value::as_object_mut)
-        else {
-            return;
-        };
-        for component in components.values_mut() {
-            if let Some(objects) = component.as_object_mut() {
-                for obj in objects.values_mut() {
-                    let Some(fields) = obj.as_object_mut() else {
-                        continue;
-                    };
-                    // The object's identity stays readable: names and kinds are never
-                    // secret, and the core must place the object by them.
-                    for (k, v) in fields.iter_mut() {
-                        match k.as_str() {
-                            "apiVersion" | "kind" => {}
-                            "metadata" => {
-                                if let Some(meta) = v.as_object_mut() {
-                                    for (mk, mv) in meta.iter_mut() {
-                                        if mk != "name" && mk != "namespace" {
-                                            self.redact_holding(mv, &secrets);
-                                        }
-                                    }
+        for obj in rendered_objects(exported) {
+            let Some(fields) = obj.as_object_mut() else {
+                continue;
+            };
+            // The object's identity stays readable: names and kinds are never secret, and
+            // the core must place the object by them.
+            for (k, v) in fields.iter_mut() {
+                match k.as_str() {
+                    "apiVersion" | "kind" => {}
+                    "metadata" => {
+                        if let Some(meta) = v.as_object_mut() {
+                            for (mk, mv) in meta.iter_mut() {
+                                if mk != "name" && mk != "namespace" {
+                                    self.redact_holding(mv, &secrets);
                                 }
                             }
-                            _ => self.redact_holding(v, &secrets),
                         }
                     }
+                    _ => self.redact_holding(v, &secrets),
                 }
             }
         }
@@ -192,18 +193,8 @@ impl SecretTable {
     /// Replaces the Secret values of every object under `components.<c>.<key>` in the
     /// exported render value.
     pub fn redact_render(&mut self, exported: &mut Value) {
-        let Some(components) = exported
-            .get_mut("components")
-            .and_then(Value::as_object_mut)
-        else {
-            return;
-        };
-        for component in components.values_mut() {
-            if let Some(objects) = component.as_object_mut() {
-                for obj in objects.values_mut() {
-                    self.redact_object(obj);
-                }
-            }
+        for obj in rendered_objects(exported) {
+            self.redact_object(obj);
         }
     }
 
@@ -347,137 +338,4 @@ impl SecretTable {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn redacts_and_restores_secret_values_only() {
-        let mut exported = json!({"kind": "ModuleRelease", "components": {"db": {
-            "s": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
-                  "data": {"k": "aHVudGVyMg=="}, "stringData": {"p": "hunter2"}},
-            "cm": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
-                   "data": {"k": "plain"}}}}});
-        let mut table = SecretTable::default();
-        table.redact_render(&mut exported);
-        let text = exported.to_string();
-        assert!(!text.contains("hunter2") && !text.contains("aHVudGVyMg=="));
-        assert!(text.contains("plain"), "ConfigMaps are left alone");
-        let secret = &exported["components"]["db"]["s"];
-        assert_eq!(
-            secret["stringData"]["p"],
-            json!(opm_core::digest::sha256(b"hunter2"))
-        );
-        assert_eq!(table.len(), 2);
-        assert!(!format!("{table:?}").contains("hunter2"));
-        let restored = table.restore(secret).unwrap();
-        assert_eq!(restored["stringData"]["p"], json!("hunter2"));
-        assert_eq!(restored["data"]["k"], json!("aHVudGVyMg=="));
-    }
-
-    #[test]
-    fn non_string_values_are_redacted_too_and_come_back_as_they_were() {
-        let mut s = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
-            "stringData": {"n": 5, "nested": {"pw": "t0p"}}});
-        let original = s.clone();
-        let mut table = SecretTable::default();
-        table.redact_object(&mut s);
-        assert_eq!(table.len(), 2);
-        assert!(!s.to_string().contains("t0p"), "{s}");
-        assert_eq!(s["stringData"]["n"], json!(secret_digest(&json!(5))));
-        assert_eq!(table.restore(&s).unwrap(), original);
-    }
-
-    #[test]
-    fn api_errors_lose_every_secret_value() {
-        let mut s = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
-            "stringData": {"p": "hunter2", "q": "hunter2-long", "tiny": "ab"}});
-        let mut table = SecretTable::default();
-        table.redact_object(&mut s);
-        let mut e = opm_core::input::ApiError::Invalid {
-            message: "Secret \"s\" is invalid: stringData[q]: Invalid value: \"hunter2-long\" and hunter2 (ab)".into(),
-        };
-        table.scrub_api_error(&mut e);
-        assert_eq!(
-            e.to_string(),
-            "invalid: Secret \"s\" is invalid: stringData[q]: Invalid value: \"<redacted>\" and <redacted> (ab)"
-        );
-    }
-
-    #[test]
-    fn a_value_the_render_never_produced_is_refused_not_written() {
-        let mut table = SecretTable::default();
-        let mut s = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
-            "data": {"k": "YQ=="}});
-        table.redact_object(&mut s);
-        let mut foreign = s.clone();
-        foreign["data"]["k"] = json!(secret_digest(&json!("other")));
-        let err = table.restore(&foreign).unwrap_err();
-        assert_eq!(err.name, "s");
-        assert!(err.to_string().contains("refusing"), "{err}");
-        // Objects that are not Secrets pass through whatever they hold.
-        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "sha256:00"}});
-        assert_eq!(table.restore(&cm).unwrap(), cm);
-    }
-
-    #[test]
-    fn secret_strings_from_values_are_redacted_wherever_they_land_and_come_back() {
-        let mut t = SecretTable::default();
-        let mut values = serde_json::json!({"db": {"password": "hunter2-pw", "port": 5432}});
-        t.redact_strings(&mut values);
-        let seen = values.to_string();
-        assert!(!seen.contains("hunter2"), "{seen}");
-        assert_eq!(values["db"]["port"], json!(5432));
-        // cue gets the real strings back.
-        let real = t.restore_strings(&values);
-        assert_eq!(real["db"]["password"], json!("hunter2-pw"));
-        // The render puts it in a ConfigMap (inside a URL), an env var, and a Secret.
-        let mut exported = json!({"kind": "ModuleRelease", "components": {"app": {
-            "cm": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c",
-                   "annotations": {"a": "hunter2-pw"}},
-                   "data": {"url": "postgres://u:hunter2-pw@db:5432/x", "plain": "x"}},
-            "dep": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
-                    "spec": {"template": {"spec": {"containers": [{"name": "a",
-                    "env": [{"name": "PW", "value": "hunter2-pw"}]}]}}}},
-            "s": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
-                  "stringData": {"pw": "hunter2-pw"}}}}});
-        let original = exported.clone();
-        t.redact_render(&mut exported);
-        t.redact_render_strings(&mut exported);
-        let text = exported.to_string();
-        assert!(!text.contains("hunter2"), "{text}");
-        assert!(
-            text.contains("\"plain\":\"x\""),
-            "other strings stay: {text}"
-        );
-        for key in ["cm", "dep", "s"] {
-            let obj = &exported["components"]["app"][key];
-            assert_eq!(
-                t.restore(obj).unwrap(),
-                original["components"]["app"][key],
-                "{key}"
-            );
-        }
-        // A name that happens to hold the string stays: the core places objects by name.
-        let mut named = json!({"kind": "ModuleRelease", "components": {"a": {"cm": {
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "hunter2-pw", "namespace": "hunter2-pw"}}}}});
-        t.redact_render_strings(&mut named);
-        assert_eq!(
-            named["components"]["a"]["cm"]["metadata"]["name"],
-            json!("hunter2-pw")
-        );
-        let scrubbed = t.scrub("bad value hunter2-pw in postgres://u:hunter2-pw@db:5432/x");
-        assert!(!scrubbed.contains("hunter2"), "{scrubbed}");
-    }
-
-    #[test]
-    fn a_changed_secret_value_changes_the_redacted_object() {
-        let secret = |v: &str| json!({"apiVersion": "v1", "kind": "Secret", "data": {"k": v}});
-        let (mut a, mut b) = (secret("YQ=="), secret("Yg=="));
-        let mut t = SecretTable::default();
-        t.redact_object(&mut a);
-        t.redact_object(&mut b);
-        assert_ne!(a, b);
-    }
-}
+mod tests;
