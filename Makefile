@@ -53,6 +53,7 @@ crds:
 
 lint:
 	cargo fmt --all -- --check
+	./tools/check-module-cycles
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 
 core-purity:

@@ -6,19 +6,23 @@
 //! exit (reason, transient or stalled). [`effects::local::Verdict`] shows executor tests
 //! that exit, so they assert the real mapping.
 //!
-//! The folders, by role (a folder uses only those above it in this list):
+//! The folders, by role (a folder uses only those above it in this list, and no module
+//! uses itself through others: `tools/check-module-cycles`, run by `make lint`, checks
+//! both):
 //!
-//! - [`kube`]: clients, API errors, discovery, dynamic objects, watches, live cache.
+//! - [`kube`]: clients, API errors, discovery, dynamic objects, the managed-object watch,
+//!   what the watches delivered, the live cache and the object comparison it digests.
 //! - [`artifact`]: download, hardened extraction, the digest-keyed cache, `spec.path`.
 //! - [`cue`]: the `cue` renderer, its limits, the synthesised package, the exported value,
-//!   Secret redaction, registry credentials.
+//!   Secret redaction, registry credentials, local values files.
 //! - [`steps`]: the policy-free API steps (apply, prune, drift, status, events, …).
-//! - [`ops`]: metrics, leader election, probes, the trace sink.
+//! - [`ops`]: metrics, leader election, the probes and their heartbeats, the fair
+//!   admission gate that reports to them, the trace sink.
 //! - [`effects`]: one executor per effect kind: a `run` that performs it and answers with
 //!   the core's `InputKind`, and `timed_out`, its answer when it overruns
-//!   `Attempt::bound`.
-//! - [`controller`]: the kube-runtime controllers, the fair admission gate, the shared
-//!   runtime, and the driver of one attempt.
+//!   `Attempt::bound`; and the runtime every executor shares.
+//! - [`controller`]: the kube-runtime controllers, the values watch that re-triggers
+//!   them, and the driver of one attempt.
 //! - [`commands`]: `run`, `render`, `crds` and their flag parsers.
 
 pub mod artifact;

@@ -29,8 +29,8 @@ use opm_core::outcome::reasons;
 use opm_core::{Kind, ReleaseKey, ReleaseObject};
 use serde_json::Value;
 
-use crate::controller::admission::Admission;
 use crate::controller::driver::{self, DriverError, Runtime};
+use crate::ops::admission::Admission;
 
 /// A shutdown signal both controllers and the trigger tasks can wait on.
 pub type Shutdown = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
@@ -176,7 +176,7 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
     let sa = tokio::spawn(watch_service_accounts(ctx.clone()));
     let managed = tokio::spawn(watch_managed_objects(ctx.clone()));
     // SPEC §27: referenced ConfigMaps and Secrets re-trigger their releases.
-    let values = tokio::spawn(crate::kube::values_watch::run(
+    let values = tokio::spawn(crate::controller::values_watch::run(
         rt.clone(),
         ctx.mr_store.clone(),
         ctx.mr_tx.clone(),

@@ -20,9 +20,9 @@ use crate::effects::{self, Cx};
 use crate::{controller::jitter, kube::releases};
 
 pub use crate::controller::jitter::{MAX_REQUEUE, jitter_with};
-pub use crate::controller::runtime::Runtime;
-pub use crate::controller::unpersisted::Unpersisted;
 pub use crate::effects::render::flatten;
+pub use crate::effects::runtime::Runtime;
+pub use crate::effects::unpersisted::Unpersisted;
 
 /// How an attempt ended, as the controller needs it.
 #[derive(Debug, Clone, PartialEq)]

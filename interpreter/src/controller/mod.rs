@@ -1,12 +1,9 @@
-//! The controllers and the attempt driver: the kube-runtime loops, the fair admission
-//! gate, the state every attempt shares, and the driver that runs one attempt of the
-//! core.
+//! The controllers and the attempt driver: the kube-runtime loops and the driver that runs
+//! one attempt of the core.
 
-pub mod admission;
 // `controller::controller`: the folder holds more than the controllers themselves.
 #[allow(clippy::module_inception)]
 pub mod controller;
 pub mod driver;
 pub mod jitter;
-pub mod runtime;
-pub mod unpersisted;
+pub mod values_watch;

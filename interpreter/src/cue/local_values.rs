@@ -52,8 +52,7 @@ pub fn merged(files: &[FileRef], values: Option<&Path>) -> Result<Value, String>
         let text = read(&f.file)?;
         let value = match &f.target_path {
             Some(_) => Value::String(text),
-            None => crate::steps::values_from::parse(&text)
-                .map_err(|e| format!("parsing {}: {e}", f.file.display()))?,
+            None => parse(&text).map_err(|e| format!("parsing {}: {e}", f.file.display()))?,
         };
         refs.push(ValuesReference {
             kind: ValuesKind::ConfigMap,
@@ -65,15 +64,28 @@ pub fn merged(files: &[FileRef], values: Option<&Path>) -> Result<Value, String>
         contents.push(Ok(ValuesContent::Found { value }));
     }
     let values = match values {
-        Some(p) => Some(
-            crate::steps::values_from::parse(&read(p)?)
-                .map_err(|e| format!("parsing {}: {e}", p.display()))?,
-        ),
+        Some(p) => Some(parse(&read(p)?).map_err(|e| format!("parsing {}: {e}", p.display()))?),
         None => None,
     };
     compose("local", &refs, &contents, values.as_ref(), None)
         .map(|v| v.unwrap_or(Value::Null))
         .map_err(|f| f.message)
+}
+
+/// YAML (JSON is YAML) into a JSON value; an empty document is an empty mapping.
+pub fn parse(text: &str) -> Result<Value, String> {
+    if text.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_saphyr::from_str::<Value>(text).map_err(|e| {
+        let m = e.to_string();
+        m.lines()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(300)
+            .collect()
+    })
 }
 
 #[cfg(test)]

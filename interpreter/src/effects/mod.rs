@@ -14,8 +14,8 @@ use opm_core::effect::{EffectKind, Impersonation};
 use opm_core::input::LiveObject;
 use opm_core::{ApiError, InputKind, ReleaseKey, ResourceId};
 
-use crate::controller::runtime::Runtime;
 use crate::cue::secrets::SecretTable;
+use crate::effects::runtime::Runtime;
 
 pub(crate) mod apply;
 pub(crate) mod dependencies;
@@ -27,10 +27,12 @@ pub mod local;
 pub(crate) mod owners;
 pub(crate) mod prune;
 pub(crate) mod render;
+pub mod runtime;
 pub(crate) mod service_account;
 pub(crate) mod source;
 pub(crate) mod status;
 pub(crate) mod termination;
+pub mod unpersisted;
 pub(crate) mod values;
 
 /// What one awaited effect runs with.

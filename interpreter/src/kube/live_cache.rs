@@ -17,6 +17,8 @@ use opm_core::ResourceId;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::kube::compare;
+
 /// Beyond this many objects the cache starts over (a safety bound, not a working size).
 const MAX_ENTRIES: usize = 200_000;
 
@@ -164,14 +166,14 @@ pub fn desired_key(obj: &opm_core::DesiredObject) -> Value {
     }
 }
 
-/// Digest of what [`crate::steps::apply::same_object`] compares.
+/// Digest of what [`compare::same_object`] compares.
 pub fn apply_digest(obj: &Value) -> [u8; 32] {
-    digest(&crate::steps::apply::normalize(obj))
+    digest(&compare::normalize(obj))
 }
 
-/// Digest of what [`crate::steps::drift::managed_view`] compares.
+/// Digest of what [`compare::managed_view`] compares (the drift check).
 pub fn drift_digest(obj: &Value) -> [u8; 32] {
-    digest(&crate::steps::drift::managed_view(obj))
+    digest(&compare::managed_view(obj))
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! the watches, and what the watches have already delivered.
 
 pub mod api_error;
+pub mod compare;
 pub mod discovery;
 pub mod dynamic;
 pub mod impersonate;
@@ -10,4 +11,3 @@ pub mod live_cache;
 pub mod object_watch;
 pub mod observed;
 pub mod releases;
-pub mod values_watch;

@@ -8,11 +8,22 @@ use axum::Router;
 use axum::routing::get;
 use http::StatusCode;
 
-use crate::controller::driver::Runtime;
+use crate::ops::health::Health;
+use crate::ops::metrics::Metrics;
+
+/// What the endpoints read: the heartbeats and the metrics. The shared runtime
+/// (`effects::runtime::Runtime`) holds both; a trait keeps it out of this folder's
+/// dependencies.
+pub trait Observed: Send + Sync + 'static {
+    /// The heartbeats behind `/healthz`.
+    fn health(&self) -> &Arc<Health>;
+    /// The registry behind `/metrics`.
+    fn metrics(&self) -> &Metrics;
+}
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on `addr` until the process ends.
-pub async fn serve(addr: SocketAddr, rt: Arc<Runtime>) -> std::io::Result<()> {
-    let health = rt.health.clone();
+pub async fn serve<R: Observed>(addr: SocketAddr, rt: Arc<R>) -> std::io::Result<()> {
+    let health = rt.health().clone();
     let app = Router::new()
         .route(
             "/metrics",
@@ -24,7 +35,7 @@ pub async fn serve(addr: SocketAddr, rt: Arc<Runtime>) -> std::io::Result<()> {
                             http::header::CONTENT_TYPE,
                             crate::ops::metrics::CONTENT_TYPE,
                         )],
-                        rt.metrics.render(),
+                        rt.metrics().render(),
                     )
                 }
             }),
@@ -37,7 +48,7 @@ pub async fn serve(addr: SocketAddr, rt: Arc<Runtime>) -> std::io::Result<()> {
 }
 
 /// `/healthz`: 200 "ok" while the controllers make progress, else 503 naming why (SPEC §22).
-fn healthz(health: &crate::ops::health::Health) -> (StatusCode, String) {
+fn healthz(health: &Health) -> (StatusCode, String) {
     match health.check() {
         Ok(()) => (StatusCode::OK, "ok".into()),
         Err(why) => {

@@ -9,12 +9,18 @@ use std::time::{Duration, Instant};
 
 use opm_core::liveness::{self, Beats, Unhealthy, WatchBeat};
 
-use crate::controller::admission::Admission;
-
 /// Default of `--health-stall-timeout`: longer than any one effect may take with the
 /// default limits (a render or a fetch is cut at 60s, one apply batch at the attempt
 /// deadline), so a busy operator is never restarted for being busy.
 pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// A queue whose waiters `/healthz` watches: an admission gate
+/// ([`crate::ops::admission::Admission`]). A trait so the gate, which reports its progress
+/// here, is not also a dependency of the heartbeats.
+pub trait Waiters: Send + Sync {
+    /// How many wait, and since when (health clock ms) the oldest of them waits.
+    fn waiting(&self) -> (usize, Option<u64>);
+}
 
 #[derive(Default)]
 struct WatchState {
@@ -28,7 +34,7 @@ pub struct Health {
     progress_ms: AtomicU64,
     stall_ms: AtomicU64,
     watches: Mutex<BTreeMap<String, WatchState>>,
-    gates: Mutex<Vec<Arc<Admission>>>,
+    gates: Mutex<Vec<Arc<dyn Waiters>>>,
 }
 
 impl Default for Health {
@@ -91,7 +97,8 @@ impl Health {
         self.watches().entry(name.to_string()).or_default().ended = true;
     }
 
-    pub fn add_gate(&self, gate: Arc<Admission>) {
+    /// Counts `gate`'s waiters in the heartbeats from now on.
+    pub fn add_gate(&self, gate: Arc<dyn Waiters>) {
         self.gates
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -11,41 +11,25 @@ use std::time::Duration;
 
 use futures::{StreamExt, stream};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, PatchParams};
 use opm_core::effect::ApplyStage;
 use opm_core::input::{AppliedObject, ApplyAction, ApplyReport};
 use opm_core::policy::SsaPolicy;
 use opm_core::{ApiError, DesiredObject};
 use serde_json::Value;
 
-use crate::cue::secrets::SecretTable;
+use crate::kube::compare::same_object;
 use crate::kube::discovery::Resolver;
-use crate::kube::live_cache::{self, LiveCache};
-use crate::kube::object_watch::ObjectWatch;
-use crate::{kube::api_error, kube::dynamic};
+use crate::kube::live_cache;
+use crate::kube::{api_error, dynamic};
+use crate::steps::apply_policy::apply_with_policy;
+pub use crate::steps::server_apply::ApplyCtx;
+use crate::steps::server_apply::{committed, dry_run, read_live, same_version, unchanged};
 
 /// Objects of one stage applied at the same time.
 pub const STAGE_CONCURRENCY: usize = 8;
 /// How long a CRD may take to become Established.
 pub const ESTABLISH_DEADLINE: Duration = Duration::from_secs(60);
-
-/// Everything one Apply effect needs besides its payload.
-pub struct ApplyCtx<'a> {
-    pub client: Client,
-    /// The operator's client: reads CRD conditions for the Established wait.
-    pub operator: Client,
-    pub resolver: &'a Resolver,
-    pub secrets: &'a SecretTable,
-    pub field_manager: &'a str,
-    pub force: bool,
-    /// Live object versions seen before: lets an unchanged object skip its GET.
-    pub live: &'a LiveCache,
-    /// Which objects carry our label: lets a new object skip its GET and dry-run.
-    pub watch: &'a ObjectWatch,
-    /// The impersonated user, or empty for the operator itself.
-    pub identity: &'a str,
-}
 
 /// Runs the stages in order.
 pub async fn apply(ctx: &ApplyCtx<'_>, stages: &[ApplyStage]) -> ApplyReport {
@@ -95,19 +79,10 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
     // `ssa: Merge` never takes fields from other managers (SPEC §28).
     params.force = ctx.force && obj.policy.ssa != SsaPolicy::Merge;
     if !obj.policy.is_default() {
-        return crate::steps::apply_policy::apply_with_policy(
-            ctx, &api, obj, &params, &manifest, desired,
-        )
-        .await;
+        return apply_with_policy(ctx, &api, obj, &params, &manifest, desired).await;
     }
     let (api, params, manifest) = (&api, &params, &manifest);
     let commit = |created| committed(ctx, api, obj, params, manifest, desired, created);
-    let unchanged = |rv: Option<&str>| {
-        if let Some(rv) = rv {
-            ctx.live.verify(&obj.id, rv, desired);
-        }
-        Ok(ApplyAction::Unchanged)
-    };
     // A version of the object we have seen: the dry-run alone says whether to write.
     let mut dry = None;
     match ctx.live.get(&obj.id) {
@@ -117,7 +92,7 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
             let d = dynamic::to_value(&dry_run(api, name, params, manifest).await?);
             if seen.same_version(&d) {
                 if seen.apply_digest == live_cache::apply_digest(&d) {
-                    return unchanged(live_cache::resource_version(&d));
+                    return Ok(unchanged(ctx, obj, &d, desired));
                 }
                 return commit(Some(false)).await;
             }
@@ -131,120 +106,18 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
         None if ctx.watch.lists_without(&obj.id) => return commit(None).await,
         None => {}
     }
-    let live = api
-        .get_opt(name)
-        .await
-        .map_err(|e| api_error::from_kube(&e))?
-        .map(|l| dynamic::to_value(&l));
+    let live = read_live(ctx, api, obj).await?;
     if let Some(live) = &live {
-        ctx.live.remember(&obj.id, live);
         // Reuse the first dry-run only if it was based on the version just read.
         let dry = match dry {
             Some(d) if same_version(live, &d) => d,
             _ => dynamic::to_value(&dry_run(api, name, params, manifest).await?),
         };
         if same_object(live, &dry) {
-            return unchanged(live_cache::resource_version(live));
+            return Ok(unchanged(ctx, obj, live, desired));
         }
     }
     commit(Some(live.is_none())).await
-}
-
-/// Writes and records the written version as verified against `desired`. `created` says
-/// whether the object existed; `None` when unknown, then the write's answer tells.
-pub(crate) async fn committed(
-    ctx: &ApplyCtx<'_>,
-    api: &Api<DynamicObject>,
-    obj: &DesiredObject,
-    params: &PatchParams,
-    manifest: &Value,
-    desired: [u8; 32],
-    created: Option<bool>,
-) -> Result<ApplyAction, ApiError> {
-    let live = write(ctx, api, obj, params, manifest).await?;
-    if let Some(rv) = live_cache::resource_version(&live) {
-        ctx.live.verify(&obj.id, rv, desired);
-    }
-    Ok(
-        if created.unwrap_or_else(|| only_managed_by(&live, ctx.field_manager)) {
-            ApplyAction::Created
-        } else {
-            ApplyAction::Updated
-        },
-    )
-}
-
-/// Whether `manager` is the only field manager of `obj`: an object our write created
-/// (one that existed before carries its creator's entry).
-fn only_managed_by(obj: &Value, manager: &str) -> bool {
-    obj.pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-        .is_some_and(|mf| {
-            mf.iter()
-                .all(|e| e.get("manager").and_then(Value::as_str) == Some(manager))
-        })
-}
-
-pub(crate) async fn dry_run(
-    api: &Api<DynamicObject>,
-    name: &str,
-    params: &PatchParams,
-    manifest: &Value,
-) -> Result<DynamicObject, ApiError> {
-    api.patch(name, &params.clone().dry_run(), &Patch::Apply(manifest))
-        .await
-        .map_err(|e| api_error::from_kube(&e))
-}
-
-/// The real apply; what it returns is the new live object, remembered for the next attempt.
-async fn write(
-    ctx: &ApplyCtx<'_>,
-    api: &Api<DynamicObject>,
-    obj: &DesiredObject,
-    params: &PatchParams,
-    manifest: &Value,
-) -> Result<Value, ApiError> {
-    match api
-        .patch(&obj.id.name, params, &Patch::Apply(manifest))
-        .await
-    {
-        Ok(live) => {
-            let live = dynamic::to_value(&live);
-            ctx.live.remember(&obj.id, &live);
-            Ok(live)
-        }
-        Err(e) => {
-            ctx.live.forget(&obj.id);
-            Err(api_error::from_kube(&e))
-        }
-    }
-}
-
-fn same_version(a: &Value, b: &Value) -> bool {
-    let rv = live_cache::resource_version;
-    rv(a).is_some() && rv(a) == rv(b)
-}
-
-/// Equal apart from bookkeeping the server changes on every write attempt: managedFields
-/// timestamps. Ownership changes (a new manager entry) still count as a change.
-pub fn same_object(live: &Value, dry: &Value) -> bool {
-    normalize(live) == normalize(dry)
-}
-
-/// The object without managedFields times (what [`same_object`] compares).
-pub fn normalize(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(mf) = v
-        .pointer_mut("/metadata/managedFields")
-        .and_then(Value::as_array_mut)
-    {
-        for entry in mf.iter_mut() {
-            if let Some(o) = entry.as_object_mut() {
-                o.remove("time");
-            }
-        }
-    }
-    v
 }
 
 /// After a stage applied CRDs, waits until each is Established; one that is not within
@@ -307,22 +180,5 @@ fn forget_defined_kinds(resolver: &Resolver, manifest: &Value) {
                 resolver.forget(group, name, kind);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn managed_field_times_do_not_count_as_change() {
-        let live = json!({"metadata": {"managedFields": [{"manager": "opm-controller", "time": "t1"}]}, "data": {"a": "1"}});
-        let dry = json!({"metadata": {"managedFields": [{"manager": "opm-controller", "time": "t2"}]}, "data": {"a": "1"}});
-        assert!(same_object(&live, &dry));
-        let changed = json!({"metadata": {"managedFields": [{"manager": "opm-controller", "time": "t2"}]}, "data": {"a": "2"}});
-        assert!(!same_object(&live, &changed));
-        let new_owner = json!({"metadata": {"managedFields": [{"manager": "opm-controller"}, {"manager": "x"}]}, "data": {"a": "1"}});
-        assert!(!same_object(&live, &new_owner));
     }
 }

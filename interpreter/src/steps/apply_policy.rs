@@ -8,14 +8,15 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, PatchParams, Preconditions};
 use opm_core::input::ApplyAction;
 use opm_core::policy::{self, SsaPolicy};
 use opm_core::{ApiError, DesiredObject};
 use serde_json::Value;
 
-use crate::steps::apply::{ApplyCtx, committed, same_object};
-use crate::{kube::api_error, kube::dynamic};
+use crate::kube::compare::same_object;
+use crate::kube::{api_error, dynamic};
+use crate::steps::server_apply::{ApplyCtx, committed, dry_run_kube, read_live, unchanged};
 
 /// How long a recreated object's predecessor may take to go away.
 pub const RECREATE_DEADLINE: Duration = Duration::from_secs(60);
@@ -28,15 +29,7 @@ pub(crate) async fn apply_with_policy(
     manifest: &Value,
     desired: [u8; 32],
 ) -> Result<ApplyAction, ApiError> {
-    let name = &obj.id.name;
-    let live = api
-        .get_opt(name)
-        .await
-        .map_err(|e| api_error::from_kube(&e))?
-        .map(|l| dynamic::to_value(&l));
-    if let Some(l) = &live {
-        ctx.live.remember(&obj.id, l);
-    }
+    let live = read_live(ctx, api, obj).await?;
     match (obj.policy.ssa, &live) {
         (SsaPolicy::IfNotPresent, Some(_)) | (SsaPolicy::Ignore, _) => {
             return Ok(ApplyAction::Unchanged);
@@ -45,15 +38,9 @@ pub(crate) async fn apply_with_policy(
     }
     let prepared = policy::prepare(manifest, live.as_ref(), &obj.policy, ctx.field_manager);
     let first = match &live {
-        Some(l) => match api
-            .patch(name, &params.clone().dry_run(), &Patch::Apply(&prepared))
-            .await
-        {
+        Some(l) => match dry_run_kube(api, &obj.id.name, params, &prepared).await {
             Ok(dry) if same_object(l, &dynamic::to_value(&dry)) => {
-                if let Some(rv) = crate::kube::live_cache::resource_version(l) {
-                    ctx.live.verify(&obj.id, rv, desired);
-                }
-                return Ok(ApplyAction::Unchanged);
+                return Ok(unchanged(ctx, obj, l, desired));
             }
             Ok(_) => Ok(()),
             Err(e) => Err(e),

@@ -11,6 +11,7 @@ pub mod finalizer;
 pub mod health_read;
 pub mod owners;
 pub mod prune;
+pub mod server_apply;
 pub mod service_account;
 pub mod source;
 pub mod status;

@@ -15,6 +15,7 @@ use opm_core::input::{ApiError, InputKind};
 use opm_core::values_from::{CredentialsContent, ValuesContent};
 use serde_json::Value;
 
+use crate::cue::local_values::parse;
 use crate::cue::secrets::SecretTable;
 use crate::kube::api_error;
 
@@ -129,22 +130,6 @@ async fn read_one(
         secrets.redact_strings(&mut value);
     }
     Ok(ValuesContent::Found { value })
-}
-
-/// YAML (JSON is YAML) into a JSON value; an empty document is an empty mapping.
-pub fn parse(text: &str) -> Result<Value, String> {
-    if text.trim().is_empty() {
-        return Ok(Value::Object(Default::default()));
-    }
-    serde_saphyr::from_str::<Value>(text).map_err(|e| {
-        let m = e.to_string();
-        m.lines()
-            .next()
-            .unwrap_or_default()
-            .chars()
-            .take(300)
-            .collect()
-    })
 }
 
 async fn read_credentials(

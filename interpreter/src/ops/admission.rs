@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use opm_core::fairness::{FairQueue, Limits, Ticket};
 use tokio::sync::oneshot;
 
-use crate::ops::health::Health;
+use crate::ops::health::{Health, Waiters};
 
 /// A fair gate for one controller's attempts.
 pub struct Admission {
@@ -127,20 +127,21 @@ impl Admission {
         drop(s);
         self.health.progress();
     }
+    /// (running, waiting) now.
+    pub fn load(&self) -> (usize, usize) {
+        let s = self.lock();
+        (s.queue.running(), s.queue.waiting())
+    }
+}
 
+impl Waiters for Admission {
     /// (waiting, since when the oldest waits), for `/healthz`.
-    pub fn waiting(&self) -> (usize, Option<u64>) {
+    fn waiting(&self) -> (usize, Option<u64>) {
         let s = self.lock();
         (
             s.parked.len(),
             s.parked.values().map(|(_, since)| *since).min(),
         )
-    }
-
-    /// (running, waiting) now.
-    pub fn load(&self) -> (usize, usize) {
-        let s = self.lock();
-        (s.queue.running(), s.queue.waiting())
     }
 }
 

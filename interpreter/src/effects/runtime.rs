@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use opm_core::Config;
 
-use crate::controller::unpersisted::Unpersisted;
 use crate::effects::local::Local;
+use crate::effects::unpersisted::Unpersisted;
 use crate::kube::discovery::Resolver;
 use crate::kube::impersonate::Clients;
 use crate::kube::live_cache::LiveCache;
@@ -42,7 +42,7 @@ pub struct Runtime {
     /// Fair turns of `cue` (SPEC §24): at most `--max-concurrent-renders` at once and at
     /// most half of them (at least one) for one namespace, so a tenant whose renders burn
     /// until their deadline cannot hold every turn while another tenant's render queues.
-    pub render_gate: Arc<crate::controller::admission::Admission>,
+    pub render_gate: Arc<crate::ops::admission::Admission>,
     attempt_ids: AtomicU64,
     /// Objects read for their health, by version (saves their GETs, SPEC §26).
     pub health_reads: crate::steps::health_read::HealthCache,
@@ -66,7 +66,7 @@ impl Runtime {
             }
         };
         let health: Arc<crate::ops::health::Health> = Arc::default();
-        let render_gate = crate::controller::admission::Admission::new(
+        let render_gate = crate::ops::admission::Admission::new(
             opm_core::fairness::Limits::with_default_per_namespace(
                 local.renderer.config().max_concurrent.max(1),
                 None,
@@ -98,5 +98,15 @@ impl Runtime {
     /// A fresh id for the next attempt (logs and traces name attempts by it).
     pub fn next_attempt_id(&self) -> u64 {
         self.attempt_ids.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+impl crate::ops::endpoints::Observed for Runtime {
+    fn health(&self) -> &Arc<crate::ops::health::Health> {
+        &self.health
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 }
