@@ -8,8 +8,13 @@ use super::{Cx, deadline_error, within, wrote};
 /// Adds `finalizer`, guarded by the metadata the attempt started from.
 pub(crate) async fn add(cx: &mut Cx<'_>, finalizer: &str) -> InputKind {
     let work = async {
-        let done =
-            crate::steps::finalizer::add(cx.rt.clients.operator(), cx.key, finalizer, cx.known);
+        let done = crate::steps::finalizer::set(
+            cx.rt.clients.operator(),
+            cx.key,
+            finalizer,
+            true,
+            cx.known,
+        );
         InputKind::FinalizerAdded {
             result: wrote(cx.rt, cx.key, done.await),
         }
@@ -21,7 +26,7 @@ pub(crate) async fn add(cx: &mut Cx<'_>, finalizer: &str) -> InputKind {
 pub(crate) async fn remove(cx: &mut Cx<'_>, finalizer: &str) -> InputKind {
     let work = async {
         let done =
-            crate::steps::finalizer::remove(cx.rt.clients.operator(), cx.key, finalizer, None);
+            crate::steps::finalizer::set(cx.rt.clients.operator(), cx.key, finalizer, false, None);
         InputKind::FinalizerRemoved {
             result: wrote(cx.rt, cx.key, done.await),
         }

@@ -5,25 +5,24 @@ use opm_core::effect::{EffectKind, HealthTarget, Impersonation};
 use opm_core::input::HealthObject;
 use opm_core::{ApiError, InputKind};
 
-use super::{Cx, deadline_error, within};
+use super::{Cx, deadline_error, with_client};
 
 pub(crate) async fn run(
     cx: &mut Cx<'_>,
     targets: &[HealthTarget],
     identity: Option<&Impersonation>,
 ) -> InputKind {
-    let work = async {
-        let rt = cx.rt;
-        let objects = match rt.clients.for_identity(identity) {
-            Ok(client) => {
-                let (resolver, watch, cache) = (&rt.resolver, &rt.watch, &rt.health_reads);
-                crate::steps::health_read::read(client, resolver, watch, cache, targets).await
-            }
-            Err(e) => failed(targets, e),
-        };
-        InputKind::HealthRead { objects }
-    };
-    within(cx.bound, work, || timed_out(targets)).await
+    let rt = cx.rt;
+    let (resolver, watch, cache) = (&rt.resolver, &rt.watch, &rt.health_reads);
+    with_client(
+        cx,
+        identity,
+        |client| crate::steps::health_read::read(client, resolver, watch, cache, targets),
+        |e| failed(targets, e),
+        |objects| InputKind::HealthRead { objects },
+        || timed_out(targets),
+    )
+    .await
 }
 
 /// Every target failed with `e`, no pods read.

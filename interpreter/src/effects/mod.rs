@@ -58,6 +58,27 @@ pub(crate) async fn within(
         .unwrap_or_else(|_| timed_out())
 }
 
+/// The shape of an effect that reads or writes its objects as the release's identity: `step`
+/// runs with that identity's client; when the client cannot be built, `failed` says what
+/// each object got instead. `answer` makes the input of either, and past the bound the
+/// answer is `timed_out()`.
+pub(crate) async fn with_client<T, Fut: Future<Output = T>>(
+    cx: &Cx<'_>,
+    identity: Option<&Impersonation>,
+    step: impl FnOnce(kube::Client) -> Fut,
+    failed: impl FnOnce(ApiError) -> T,
+    answer: impl FnOnce(T) -> InputKind,
+    timed_out: impl FnOnce() -> InputKind,
+) -> InputKind {
+    let work = async {
+        answer(match cx.rt.clients.for_identity(identity) {
+            Ok(client) => step(client).await,
+            Err(e) => failed(e),
+        })
+    };
+    within(cx.bound, work, timed_out).await
+}
+
 /// The error an effect of `kind` reports when it overran its bound.
 pub(crate) fn deadline_error(kind: EffectKind) -> ApiError {
     ApiError::Timeout {

@@ -4,24 +4,23 @@
 use opm_core::effect::{EffectKind, Impersonation};
 use opm_core::{InputKind, ResourceId};
 
-use super::{Cx, deadline_error, failed_reads, within};
+use super::{Cx, deadline_error, failed_reads, with_client};
 
 pub(crate) async fn run(
     cx: &mut Cx<'_>,
     targets: &[ResourceId],
     identity: Option<&Impersonation>,
 ) -> InputKind {
-    let work = async {
-        let rt = cx.rt;
-        let objects = match rt.clients.for_identity(identity) {
-            Ok(client) => {
-                crate::steps::owners::inspect(client, &rt.resolver, &rt.watch, targets).await
-            }
-            Err(e) => failed_reads(targets, e),
-        };
-        InputKind::OwnersInspected { objects }
-    };
-    within(cx.bound, work, || timed_out(targets)).await
+    let rt = cx.rt;
+    with_client(
+        cx,
+        identity,
+        |client| crate::steps::owners::inspect(client, &rt.resolver, Some(&rt.watch), targets),
+        |e| failed_reads(targets, e),
+        |objects| InputKind::OwnersInspected { objects },
+        || timed_out(targets),
+    )
+    .await
 }
 
 /// The answer when it overran its bound.

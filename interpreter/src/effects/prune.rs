@@ -5,7 +5,7 @@ use opm_core::effect::{Deletion, EffectKind, Impersonation};
 use opm_core::input::ObjectResult;
 use opm_core::{ApiError, InputKind, ResourceId};
 
-use super::{Cx, deadline_error, failed_reads, within};
+use super::{Cx, deadline_error, failed_reads, with_client};
 
 /// GETs each target and reports its uid and labels.
 pub(crate) async fn inspect(
@@ -13,15 +13,16 @@ pub(crate) async fn inspect(
     targets: &[ResourceId],
     identity: Option<&Impersonation>,
 ) -> InputKind {
-    let work = async {
-        let rt = cx.rt;
-        let objects = match rt.clients.for_identity(identity) {
-            Ok(client) => crate::steps::prune::inspect(client, &rt.resolver, targets).await,
-            Err(e) => failed_reads(targets, e),
-        };
-        InputKind::StaleInspected { objects }
-    };
-    within(cx.bound, work, || timed_out_inspect(targets)).await
+    let rt = cx.rt;
+    with_client(
+        cx,
+        identity,
+        |client| crate::steps::prune::inspect(client, &rt.resolver, targets),
+        |e| failed_reads(targets, e),
+        |objects| InputKind::StaleInspected { objects },
+        || timed_out_inspect(targets),
+    )
+    .await
 }
 
 /// DELETEs each object in order, continuing past errors.
@@ -30,17 +31,19 @@ pub(crate) async fn delete(
     deletions: &[Deletion],
     identity: Option<&Impersonation>,
 ) -> InputKind {
-    let work = async {
-        let rt = cx.rt;
-        let results = match rt.clients.for_identity(identity) {
-            Ok(client) => crate::steps::prune::delete(client, &rt.resolver, deletions).await,
-            Err(e) => failed_deletes(deletions, e),
-        };
-        InputKind::Pruned { results }
-    };
-    within(cx.bound, work, || timed_out_delete(deletions)).await
+    let rt = cx.rt;
+    with_client(
+        cx,
+        identity,
+        |client| crate::steps::prune::delete(client, &rt.resolver, deletions),
+        |e| failed_deletes(deletions, e),
+        |results| InputKind::Pruned { results },
+        || timed_out_delete(deletions),
+    )
+    .await
 }
 
+/// Every deletion failed with `e`.
 fn failed_deletes(deletions: &[Deletion], e: ApiError) -> Vec<ObjectResult> {
     deletions
         .iter()

@@ -6,7 +6,7 @@
 use opm_core::InputKind;
 use opm_core::effect::{Deletion, Impersonation};
 
-use super::{Cx, within};
+use super::{Cx, with_client};
 use crate::steps::termination::{MARGIN, await_gone};
 
 pub(crate) async fn run(
@@ -14,20 +14,16 @@ pub(crate) async fn run(
     targets: &[Deletion],
     identity: Option<&Impersonation>,
 ) -> InputKind {
-    let work = async {
-        match cx.rt.clients.for_identity(identity) {
-            Ok(client) => {
-                let wait = cx.bound.saturating_sub(MARGIN);
-                let (remaining, error) = await_gone(client, &cx.rt.resolver, targets, wait).await;
-                InputKind::TerminationAwaited { remaining, error }
-            }
-            Err(e) => InputKind::TerminationAwaited {
-                remaining: ids(targets),
-                error: Some(e),
-            },
-        }
-    };
-    within(cx.bound, work, || timed_out(targets)).await
+    let (rt, wait) = (cx.rt, cx.bound.saturating_sub(MARGIN));
+    with_client(
+        cx,
+        identity,
+        |client| await_gone(client, &rt.resolver, targets, wait),
+        |e| (ids(targets), Some(e)),
+        |(remaining, error)| InputKind::TerminationAwaited { remaining, error },
+        || timed_out(targets),
+    )
+    .await
 }
 
 fn ids(targets: &[Deletion]) -> Vec<opm_core::ResourceId> {

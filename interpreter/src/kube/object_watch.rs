@@ -88,22 +88,21 @@ impl ObjectWatch {
     /// The object's current `resourceVersion` as the watch knows it, or `None` when the
     /// watch cannot say (kind not watched or not synced, or no such labelled object).
     pub fn version(&self, id: &ResourceId) -> Option<String> {
-        let kind = self
-            .lock()
-            .get(&(id.group.clone(), id.kind.clone()))?
-            .clone();
-        if !kind.synced.load(Ordering::Acquire) {
-            return None;
-        }
-        let versions = kind.versions.lock().unwrap_or_else(|p| p.into_inner());
-        versions
-            .get(&(id.namespace.clone(), id.name.clone()))
-            .map(|l| l.version.clone())
+        self.held(id, |l| l.version.clone())
     }
 
     /// The object's uid and release labels when the synced watch holds it; `None` when the
     /// watch cannot say (the object may still exist without our `managed-by` label).
     pub fn owner_labels(&self, id: &ResourceId) -> Option<LiveMeta> {
+        self.held(id, |l| LiveMeta {
+            uid: l.uid.clone(),
+            labels: l.labels.clone(),
+        })
+    }
+
+    /// What the synced watch of `id`'s kind holds for `id`, read through `read`; `None`
+    /// when the kind is not watched or not synced, or no labelled object has that name.
+    fn held<T>(&self, id: &ResourceId, read: impl FnOnce(&Listed) -> T) -> Option<T> {
         let kind = self
             .lock()
             .get(&(id.group.clone(), id.kind.clone()))?
@@ -114,10 +113,7 @@ impl ObjectWatch {
         let versions = kind.versions.lock().unwrap_or_else(|p| p.into_inner());
         versions
             .get(&(id.namespace.clone(), id.name.clone()))
-            .map(|l| LiveMeta {
-                uid: l.uid.clone(),
-                labels: l.labels.clone(),
-            })
+            .map(read)
     }
 
     /// Whether the watch has listed `id`'s kind and no object of that name carries our

@@ -12,37 +12,26 @@ use crate::{kube::api_error, kube::releases};
 
 const ATTEMPTS: usize = 5;
 
-/// Adds `finalizer` (no-op when present).
-pub async fn add(
+/// Adds `finalizer` when `present`, else removes it; a no-op when the list already is
+/// so (or, removing, when the release is gone).
+pub async fn set(
     client: Client,
     key: &ReleaseKey,
     finalizer: &str,
+    present: bool,
     known: Option<&ObjectMeta>,
 ) -> Result<Option<String>, ApiError> {
     edit(client, key, known, |list| {
-        if list.iter().any(|f| f == finalizer) {
-            None
-        } else {
-            let mut next = list.to_vec();
-            next.push(finalizer.to_string());
-            Some(next)
-        }
-    })
-    .await
-}
-
-/// Removes `finalizer` (no-op when absent or when the release is gone).
-pub async fn remove(
-    client: Client,
-    key: &ReleaseKey,
-    finalizer: &str,
-    known: Option<&ObjectMeta>,
-) -> Result<Option<String>, ApiError> {
-    edit(client, key, known, |list| {
-        if list.iter().any(|f| f == finalizer) {
-            Some(list.iter().filter(|f| *f != finalizer).cloned().collect())
-        } else {
-            None
+        let has = list.iter().any(|f| f == finalizer);
+        match (has, present) {
+            (false, true) => Some(
+                list.iter()
+                    .cloned()
+                    .chain([finalizer.to_string()])
+                    .collect(),
+            ),
+            (true, false) => Some(list.iter().filter(|f| *f != finalizer).cloned().collect()),
+            _ => None,
         }
     })
     .await

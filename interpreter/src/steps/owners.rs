@@ -8,19 +8,22 @@
 //! release's identity. Only objects outside the release's inventory are ever asked for, so
 //! an unchanged release sends no request here.
 
+use std::collections::BTreeMap;
+
 use kube::Client;
 use opm_core::input::{LiveMeta, LiveObject};
 use opm_core::{ApiError, ResourceId};
 
 use crate::kube::discovery::Resolver;
-use crate::kube::dynamic;
 use crate::kube::object_watch::ObjectWatch;
+use crate::kube::{api_error, dynamic};
 
-/// Reads each target's owner labels, in order.
+/// Reads each target's owner labels, in order: from `watch` when it holds the object, else
+/// with one metadata GET (always, without a watch).
 pub async fn inspect(
     client: Client,
     resolver: &Resolver,
-    watch: &ObjectWatch,
+    watch: Option<&ObjectWatch>,
     targets: &[ResourceId],
 ) -> Vec<LiveObject> {
     let mut out = Vec::with_capacity(targets.len());
@@ -37,18 +40,44 @@ pub async fn inspect(
 async fn inspect_one(
     client: Client,
     resolver: &Resolver,
-    watch: &ObjectWatch,
+    watch: Option<&ObjectWatch>,
     id: &ResourceId,
 ) -> Result<Option<LiveMeta>, ApiError> {
-    // Resolving also starts the kind's watch, so later reads of this kind are local.
-    let api = match dynamic::watched_api_for(client, resolver, watch, id).await {
+    // Resolving through the watch also starts the kind's watch, so later reads of this
+    // kind are local.
+    let api = match watch {
+        Some(watch) => dynamic::watched_api_for(client, resolver, watch, id).await,
+        None => dynamic::api_for(client, resolver, id).await,
+    };
+    let api = match api {
         Ok(api) => api,
         // A kind the server does not serve (yet: a CRD of this render) has no objects.
         Err(ApiError::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
-    if let Some(meta) = watch.owner_labels(id) {
+    if let Some(meta) = watch.and_then(|w| w.owner_labels(id)) {
         return Ok(Some(meta));
     }
-    crate::steps::prune::live_meta(&api, &id.name).await
+    live_meta(&api, &id.name).await
+}
+
+/// One metadata GET: the uid and labels of `name`, or `None` when it does not exist. The
+/// ownership read (SPEC §25) and the prune guard (§9) both decide from exactly this.
+pub(crate) async fn live_meta(
+    api: &kube::Api<kube::api::DynamicObject>,
+    name: &str,
+) -> Result<Option<LiveMeta>, ApiError> {
+    match api.get_metadata_opt(name).await {
+        Ok(Some(obj)) => Ok(Some(LiveMeta {
+            uid: obj.metadata.uid.unwrap_or_default(),
+            labels: obj
+                .metadata
+                .labels
+                .unwrap_or_default()
+                .into_iter()
+                .collect::<BTreeMap<_, _>>(),
+        })),
+        Ok(None) => Ok(None),
+        Err(e) => Err(api_error::from_kube(&e)),
+    }
 }

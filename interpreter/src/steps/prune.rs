@@ -2,67 +2,24 @@
 //! the core's ownership guards) and delete the ones the core chose with a UID precondition,
 //! in the given order, continuing past errors.
 
-use std::collections::BTreeMap;
-
 use kube::Client;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
 use opm_core::constants::{FIELD_MANAGER, labels};
 use opm_core::effect::Deletion;
-use opm_core::input::{LiveMeta, LiveObject, ObjectResult};
+use opm_core::input::{LiveObject, ObjectResult};
 use opm_core::{ApiError, ResourceId};
 
 use crate::kube::discovery::Resolver;
 use crate::{kube::api_error, kube::dynamic};
 
-/// GETs each target; a kind the server no longer serves has no live objects.
+/// GETs each target, without asking the managed-object watch; a kind the server no longer
+/// serves has no live objects.
 pub async fn inspect(
     client: Client,
     resolver: &Resolver,
     targets: &[ResourceId],
 ) -> Vec<LiveObject> {
-    let mut out = Vec::with_capacity(targets.len());
-    for id in targets {
-        let result = inspect_one(client.clone(), resolver, id).await;
-        out.push(LiveObject {
-            id: id.clone(),
-            result,
-        });
-    }
-    out
-}
-
-async fn inspect_one(
-    client: Client,
-    resolver: &Resolver,
-    id: &ResourceId,
-) -> Result<Option<LiveMeta>, ApiError> {
-    let api = match dynamic::api_for(client, resolver, id).await {
-        Ok(api) => api,
-        Err(ApiError::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    live_meta(&api, &id.name).await
-}
-
-/// One metadata GET: the uid and labels of `name`, or `None` when it does not exist. The
-/// ownership read (SPEC §25) and the prune guard (§9) both decide from exactly this.
-pub(crate) async fn live_meta(
-    api: &kube::Api<kube::api::DynamicObject>,
-    name: &str,
-) -> Result<Option<LiveMeta>, ApiError> {
-    match api.get_metadata_opt(name).await {
-        Ok(Some(obj)) => Ok(Some(LiveMeta {
-            uid: obj.metadata.uid.unwrap_or_default(),
-            labels: obj
-                .metadata
-                .labels
-                .unwrap_or_default()
-                .into_iter()
-                .collect::<BTreeMap<_, _>>(),
-        })),
-        Ok(None) => Ok(None),
-        Err(e) => Err(api_error::from_kube(&e)),
-    }
+    crate::steps::owners::inspect(client, resolver, None, targets).await
 }
 
 /// DELETEs each object with its UID as precondition; an object already gone is a success.
