@@ -25,6 +25,8 @@
 //!   them, and the driver of one attempt.
 //! - [`commands`]: `run`, `render`, `crds` and their flag parsers.
 
+#![warn(unreachable_pub)]
+
 pub mod artifact;
 pub mod commands;
 pub mod controller;

@@ -9,11 +9,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Longest duration any flag takes: the CRD's bound on `interval`/`timeout` (SPEC §24).
-pub const MAX_FLAG_DURATION: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_FLAG_DURATION: Duration = Duration::from_secs(24 * 3600);
 
 /// A duration in the CRD's syntax (`90s`, `1m30s`, `1.5h`, `250ms`) or plain seconds
 /// (`30`), at most [`MAX_FLAG_DURATION`]; zero allowed.
-pub fn duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let d = if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
         // Plain seconds, as the flags have always taken; too many digits is just too long.
@@ -32,7 +32,7 @@ pub fn duration(s: &str) -> Result<Duration, String> {
 }
 
 /// Like [`duration`], but more than zero (deadlines, lease durations).
-pub fn positive_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn positive_duration(s: &str) -> Result<Duration, String> {
     let d = duration(s)?;
     if d.is_zero() {
         return Err(format!("{s:?} must be longer than zero"));
@@ -41,7 +41,7 @@ pub fn positive_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// A leader Lease duration: at least 1s, so a renewal every third of it is a real wait.
-pub fn lease_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn lease_duration(s: &str) -> Result<Duration, String> {
     let d = duration(s)?;
     if d < Duration::from_secs(1) {
         return Err(format!("{s:?} is shorter than 1s"));
@@ -50,7 +50,7 @@ pub fn lease_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// `0` (disabled) or `host:port` with a numeric IP (`:8080` means every interface).
-pub fn bind_address(s: &str) -> Result<String, String> {
+pub(crate) fn bind_address(s: &str) -> Result<String, String> {
     if s == "0" {
         return Ok(s.to_owned());
     }
@@ -65,7 +65,7 @@ pub fn bind_address(s: &str) -> Result<String, String> {
 }
 
 /// Requests per second: `0` (unlimited) or a finite rate from 0.01 to 1 000 000.
-pub fn qps(s: &str) -> Result<f32, String> {
+pub(crate) fn qps(s: &str) -> Result<f32, String> {
     let q: f32 = s
         .trim()
         .parse()
@@ -81,7 +81,7 @@ pub fn qps(s: &str) -> Result<f32, String> {
 
 /// A byte size: plain bytes or with a binary suffix (`Ki`, `Mi`, `Gi`, `Ti`); at least one
 /// byte and at most 1 PiB.
-pub fn byte_size(s: &str) -> Result<u64, String> {
+pub(crate) fn byte_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
@@ -112,7 +112,7 @@ pub fn byte_size(s: &str) -> Result<u64, String> {
 
 /// A ServiceAccount name: a DNS-1123 subdomain (lowercase letters, digits, `-` and `.`,
 /// at most 253 characters).
-pub fn dns_subdomain(s: &str) -> Result<String, String> {
+pub(crate) fn dns_subdomain(s: &str) -> Result<String, String> {
     if opm_core::names::is_dns1123_subdomain(s) {
         Ok(s.to_owned())
     } else {

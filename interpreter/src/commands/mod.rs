@@ -2,7 +2,7 @@
 //! flags.
 
 pub mod crds;
-pub mod flags;
+pub(crate) mod flags;
 pub mod render_cmd;
 pub mod run;
-pub mod size_flag;
+pub(crate) mod size_flag;

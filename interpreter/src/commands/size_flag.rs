@@ -3,7 +3,7 @@
 //! value is clap's error and exit 2 (SPEC §22).
 
 /// Parses `1048576`, `512Ki`, `32Mi`, `1Gi`, `1G`, `500M`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
@@ -31,7 +31,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// [`parse_size`] for counts and sizes that must be at least 1.
-pub fn parse_positive_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_positive_size(s: &str) -> Result<u64, String> {
     match parse_size(s)? {
         0 => Err(format!("{s:?} must be at least 1")),
         n => Ok(n),

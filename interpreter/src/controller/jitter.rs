@@ -10,7 +10,7 @@ use opm_core::Outcome;
 pub const MAX_REQUEUE: Duration = Duration::from_secs(24 * 3600);
 
 /// ±5 % on success requeues only (SPEC §5), clamped to [`MAX_REQUEUE`].
-pub fn jitter(outcome: Outcome, d: Duration) -> Duration {
+pub(crate) fn jitter(outcome: Outcome, d: Duration) -> Duration {
     jitter_with(outcome, d, fastrand::f64())
 }
 

@@ -5,5 +5,5 @@
 #[allow(clippy::module_inception)]
 pub mod controller;
 pub mod driver;
-pub mod jitter;
-pub mod values_watch;
+pub(crate) mod jitter;
+pub(crate) mod values_watch;

@@ -17,7 +17,7 @@
 //! change of the object's `resourceVersion` (or its deletion, or its creation) sends every
 //! release that references it, under that identity, to the controller's queue.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,11 +37,11 @@ use crate::controller::driver::Runtime;
 
 /// How often the index is rebuilt from the store (bounds how late a new reference's watch
 /// opens).
-pub const REFRESH: Duration = Duration::from_secs(1);
+pub(crate) const REFRESH: Duration = Duration::from_secs(1);
 
 /// One watched object, as one identity sees it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct WatchKey {
+pub(crate) struct WatchKey {
     /// `system:serviceaccount:…`, or empty for the operator's own identity.
     pub user: String,
     pub kind: ValuesKind,
@@ -57,7 +57,7 @@ struct Watch {
 }
 
 /// The references of one ModuleRelease, with the identity its reads use (SPEC §15).
-pub fn references(
+pub(crate) fn references(
     mr: &ModuleRelease,
     default_sa: Option<&str>,
 ) -> Vec<(WatchKey, Option<Impersonation>)> {
@@ -99,7 +99,7 @@ pub fn references(
 }
 
 /// Keeps the per-object watches in line with the store until aborted.
-pub async fn run(
+pub(crate) async fn run(
     rt: Arc<Runtime>,
     store: Store<ModuleRelease>,
     tx: futures::channel::mpsc::UnboundedSender<ObjectRef<ModuleRelease>>,
@@ -150,8 +150,12 @@ pub async fn run(
     }
 }
 
-/// Number of objects a `run` would watch for these releases (for tests and metrics).
-pub fn watched(mrs: &[ModuleRelease], default_sa: Option<&str>) -> BTreeSet<WatchKey> {
+/// The objects a `run` would watch for these releases.
+#[cfg(test)]
+fn watched(
+    mrs: &[ModuleRelease],
+    default_sa: Option<&str>,
+) -> std::collections::BTreeSet<WatchKey> {
     mrs.iter()
         .flat_map(|mr| references(mr, default_sa))
         .map(|(k, _)| k)

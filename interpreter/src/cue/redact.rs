@@ -7,10 +7,10 @@
 //! path and the positions (`./release.cue:5:5`) stay, so the message still says what to fix.
 
 /// What a redacted value reads as.
-pub const REDACTED: &str = "<redacted>";
+pub(crate) const REDACTED: &str = "<redacted>";
 
 /// `message` with every quoted string value replaced by `"<redacted>"`.
-pub fn cue_message(message: &str) -> String {
+pub(crate) fn cue_message(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut line_start = true;
     let mut i = 0;

@@ -27,12 +27,12 @@ pub mod local;
 pub(crate) mod owners;
 pub(crate) mod prune;
 pub(crate) mod render;
-pub mod runtime;
+pub(crate) mod runtime;
 pub(crate) mod service_account;
 pub(crate) mod source;
 pub(crate) mod status;
 pub(crate) mod termination;
-pub mod unpersisted;
+pub(crate) mod unpersisted;
 pub(crate) mod values;
 
 /// What one awaited effect runs with.

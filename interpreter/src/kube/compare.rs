@@ -5,16 +5,16 @@
 use serde_json::Value;
 
 /// Labels, annotations and every top-level field but `metadata` and `status`.
-pub use opm_core::fields::managed_view;
+pub(crate) use opm_core::fields::managed_view;
 
 /// Equal apart from bookkeeping the server changes on every write attempt: managedFields
 /// timestamps. Ownership changes (a new manager entry) still count as a change.
-pub fn same_object(live: &Value, dry: &Value) -> bool {
+pub(crate) fn same_object(live: &Value, dry: &Value) -> bool {
     normalize(live) == normalize(dry)
 }
 
 /// The object without managedFields times (what [`same_object`] compares).
-pub fn normalize(v: &Value) -> Value {
+pub(crate) fn normalize(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(mf) = v
         .pointer_mut("/metadata/managedFields")

@@ -133,7 +133,7 @@ impl LiveCache {
 }
 
 /// The version string of a server object, if it has a non-empty one.
-pub fn resource_version(obj: &Value) -> Option<&str> {
+pub(crate) fn resource_version(obj: &Value) -> Option<&str> {
     obj.pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .filter(|rv| !rv.is_empty())
@@ -146,7 +146,7 @@ fn digest(v: &Value) -> [u8; 32] {
 
 /// Names one desired state of an object: the manifest (Secret values as their digests),
 /// the field manager and the identity it is applied as.
-pub fn desired_digest(manifest: &Value, field_manager: &str, identity: &str) -> [u8; 32] {
+pub(crate) fn desired_digest(manifest: &Value, field_manager: &str, identity: &str) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(serde_json::to_vec(manifest).unwrap_or_default());
     h.update([0]);
@@ -158,7 +158,7 @@ pub fn desired_digest(manifest: &Value, field_manager: &str, identity: &str) -> 
 
 /// The part of a desired object that names its desired state: the manifest, and the
 /// policy when it has one (an ignore rule added changes what a check must compare).
-pub fn desired_key(obj: &opm_core::DesiredObject) -> Value {
+pub(crate) fn desired_key(obj: &opm_core::DesiredObject) -> Value {
     if obj.policy.is_default() {
         obj.manifest.clone()
     } else {
@@ -167,12 +167,12 @@ pub fn desired_key(obj: &opm_core::DesiredObject) -> Value {
 }
 
 /// Digest of what [`compare::same_object`] compares.
-pub fn apply_digest(obj: &Value) -> [u8; 32] {
+pub(crate) fn apply_digest(obj: &Value) -> [u8; 32] {
     digest(&compare::normalize(obj))
 }
 
 /// Digest of what [`compare::managed_view`] compares (the drift check).
-pub fn drift_digest(obj: &Value) -> [u8; 32] {
+pub(crate) fn drift_digest(obj: &Value) -> [u8; 32] {
     digest(&compare::managed_view(obj))
 }
 

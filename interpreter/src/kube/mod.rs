@@ -3,11 +3,11 @@
 //! the watches, and what the watches have already delivered.
 
 pub mod api_error;
-pub mod compare;
+pub(crate) mod compare;
 pub mod discovery;
 pub mod dynamic;
 pub mod impersonate;
-pub mod live_cache;
-pub mod object_watch;
-pub mod observed;
+pub(crate) mod live_cache;
+pub(crate) mod object_watch;
+pub(crate) mod observed;
 pub mod releases;

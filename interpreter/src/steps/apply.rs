@@ -23,16 +23,16 @@ use crate::kube::discovery::Resolver;
 use crate::kube::live_cache;
 use crate::kube::{api_error, dynamic};
 use crate::steps::apply_policy::apply_with_policy;
-pub use crate::steps::server_apply::ApplyCtx;
+pub(crate) use crate::steps::server_apply::ApplyCtx;
 use crate::steps::server_apply::{committed, dry_run, read_live, same_version, unchanged};
 
 /// Objects of one stage applied at the same time.
-pub const STAGE_CONCURRENCY: usize = 8;
+pub(crate) const STAGE_CONCURRENCY: usize = 8;
 /// How long a CRD may take to become Established.
-pub const ESTABLISH_DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const ESTABLISH_DEADLINE: Duration = Duration::from_secs(60);
 
 /// Runs the stages in order.
-pub async fn apply(ctx: &ApplyCtx<'_>, stages: &[ApplyStage]) -> ApplyReport {
+pub(crate) async fn apply(ctx: &ApplyCtx<'_>, stages: &[ApplyStage]) -> ApplyReport {
     let mut report = ApplyReport::default();
     for stage in stages {
         let futures: Vec<_> = stage.objects.iter().map(|obj| applied(ctx, obj)).collect();

@@ -10,7 +10,7 @@ use opm_core::{ApiError, ReleaseKey, ReleaseObject};
 use crate::{kube::api_error, kube::releases};
 
 /// Lists both kinds in `namespace` and reads every ref of `refs` outside it.
-pub async fn check(
+pub(crate) async fn check(
     client: Client,
     namespace: &str,
     refs: &[ReleaseKey],
@@ -42,7 +42,7 @@ pub async fn check(
 }
 
 /// A release as the dependency check sees it.
-pub fn snapshot(obj: &ReleaseObject) -> ReleaseSnapshot {
+pub(crate) fn snapshot(obj: &ReleaseObject) -> ReleaseSnapshot {
     let key = obj.key();
     let status: Option<&ReleaseStatus> = obj.status();
     let ready = status

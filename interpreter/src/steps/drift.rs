@@ -34,7 +34,7 @@ pub struct DriftStats {
 }
 
 /// Everything one drift check needs besides its objects.
-pub struct DriftCtx<'a> {
+pub(crate) struct DriftCtx<'a> {
     /// As the effective identity.
     pub client: Client,
     pub resolver: &'a Resolver,
@@ -47,7 +47,7 @@ pub struct DriftCtx<'a> {
     pub identity: &'a str,
 }
 
-pub async fn check(ctx: &DriftCtx<'_>, objects: &[DesiredObject]) -> DriftReport {
+pub(crate) async fn check(ctx: &DriftCtx<'_>, objects: &[DesiredObject]) -> DriftReport {
     let futures: Vec<_> = objects.iter().map(|obj| checked(ctx, obj)).collect();
     let results: Vec<(ResourceId, Result<Option<ObjectDrift>, ApiError>)> =
         stream::iter(futures).buffered(CONCURRENCY).collect().await;
@@ -186,12 +186,9 @@ async fn dry_run_check(
     })
 }
 
-/// Labels, annotations and every top-level field but `metadata` and `status`.
-pub use opm_core::fields::managed_view;
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::kube::compare::managed_view;
     use serde_json::json;
 
     #[test]

@@ -45,7 +45,7 @@ impl EventSink {
 }
 
 /// Cuts `s` to at most `max` bytes on a character boundary.
-pub fn truncate(s: &str, max: usize) -> String {
+pub(crate) fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }

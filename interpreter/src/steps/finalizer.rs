@@ -14,7 +14,7 @@ const ATTEMPTS: usize = 5;
 
 /// Adds `finalizer` when `present`, else removes it; a no-op when the list already is
 /// so (or, removing, when the release is gone).
-pub async fn set(
+pub(crate) async fn set(
     client: Client,
     key: &ReleaseKey,
     finalizer: &str,

@@ -67,7 +67,7 @@ impl HealthCache {
 }
 
 /// Reads every target, in order.
-pub async fn read(
+pub(crate) async fn read(
     client: Client,
     resolver: &Resolver,
     watch: &ObjectWatch,

@@ -2,18 +2,18 @@
 //! what the core decided (apply, prune, drift check, status write, …) and reports what
 //! happened; none of them picks a reason or a requeue.
 
-pub mod apply;
+pub(crate) mod apply;
 pub mod apply_policy;
-pub mod deps;
-pub mod drift;
-pub mod events;
-pub mod finalizer;
-pub mod health_read;
-pub mod owners;
-pub mod prune;
-pub mod server_apply;
-pub mod service_account;
+pub(crate) mod deps;
+pub(crate) mod drift;
+pub(crate) mod events;
+pub(crate) mod finalizer;
+pub(crate) mod health_read;
+pub(crate) mod owners;
+pub(crate) mod prune;
+pub(crate) mod server_apply;
+pub(crate) mod service_account;
 pub mod source;
-pub mod status;
-pub mod termination;
+pub(crate) mod status;
+pub(crate) mod termination;
 pub mod values_from;

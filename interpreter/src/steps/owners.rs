@@ -20,7 +20,7 @@ use crate::kube::{api_error, dynamic};
 
 /// Reads each target's owner labels, in order: from `watch` when it holds the object, else
 /// with one metadata GET (always, without a watch).
-pub async fn inspect(
+pub(crate) async fn inspect(
     client: Client,
     resolver: &Resolver,
     watch: Option<&ObjectWatch>,

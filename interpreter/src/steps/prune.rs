@@ -14,7 +14,7 @@ use crate::{kube::api_error, kube::dynamic};
 
 /// GETs each target, without asking the managed-object watch; a kind the server no longer
 /// serves has no live objects.
-pub async fn inspect(
+pub(crate) async fn inspect(
     client: Client,
     resolver: &Resolver,
     targets: &[ResourceId],
@@ -23,7 +23,7 @@ pub async fn inspect(
 }
 
 /// DELETEs each object with its UID as precondition; an object already gone is a success.
-pub async fn delete(
+pub(crate) async fn delete(
     client: Client,
     resolver: &Resolver,
     deletions: &[Deletion],

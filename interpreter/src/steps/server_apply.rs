@@ -15,7 +15,7 @@ use crate::kube::object_watch::ObjectWatch;
 use crate::{kube::api_error, kube::dynamic};
 
 /// Everything one Apply effect needs besides its payload.
-pub struct ApplyCtx<'a> {
+pub(crate) struct ApplyCtx<'a> {
     pub client: Client,
     /// The operator's client: reads CRD conditions for the Established wait.
     pub operator: Client,

@@ -9,7 +9,7 @@ use opm_core::ApiError;
 
 use crate::kube::api_error;
 
-pub async fn exists(client: Client, namespace: &str, name: &str) -> Result<bool, ApiError> {
+pub(crate) async fn exists(client: Client, namespace: &str, name: &str) -> Result<bool, ApiError> {
     Api::<ServiceAccount>::namespaced(client, namespace)
         .get_metadata_opt(name)
         .await

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::{kube::api_error, kube::releases};
 
 /// Returns the release's new `resourceVersion`.
-pub async fn patch(
+pub(crate) async fn patch(
     client: Client,
     key: &ReleaseKey,
     patch: &Value,

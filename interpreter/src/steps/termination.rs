@@ -19,11 +19,11 @@ use crate::kube::dynamic;
 /// Objects watched at the same time.
 const CONCURRENCY: usize = 64;
 /// Kept before the attempt's deadline so the answer arrives in time.
-pub const MARGIN: Duration = Duration::from_millis(500);
+pub(crate) const MARGIN: Duration = Duration::from_millis(500);
 
 /// Waits up to `bound` for every target; returns those still there (or whose watch
 /// failed, with the first error).
-pub async fn await_gone(
+pub(crate) async fn await_gone(
     client: Client,
     resolver: &Resolver,
     targets: &[Deletion],

@@ -16,7 +16,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric as RegistryMetric, Registry};
 
-pub use prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+pub(crate) use prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// Every outcome label, so `forget` can remove each `reconcile_total` series.
 const OUTCOMES: [Outcome; 6] = [
