@@ -26,6 +26,7 @@
 //! - [`commands`]: `run`, `render`, `crds` and their flag parsers.
 
 #![warn(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub mod artifact;
 pub mod commands;

@@ -22,7 +22,9 @@ use crate::artifact::release_path::{PathError, resolve_path};
 /// Bounds of the cache.
 #[derive(Debug, Clone)]
 pub struct CacheLimits {
+    /// Extracted artifacts kept; the least recently used goes first.
     pub max_entries: usize,
+    /// Bytes of extracted artifacts kept.
     pub max_bytes: u64,
 }
 
@@ -39,8 +41,10 @@ impl Default for CacheLimits {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArtifactError {
     #[error(transparent)]
+    /// The download failed.
     Fetch(#[from] FetchError),
     #[error(transparent)]
+    /// The archive was refused or could not be written.
     Extract(#[from] ExtractError),
 }
 
@@ -66,6 +70,7 @@ impl ArtifactHandle {
         &self.0.root
     }
 
+    /// The verified digest the artifact is kept under.
     pub fn digest(&self) -> &Sha256Digest {
         &self.0.digest
     }
@@ -89,6 +94,7 @@ impl ArtifactHandle {
 /// Whether [`ArtifactCache::lookup`] found the artifact already extracted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lookup {
+    /// Already extracted: no download.
     Hit,
     /// Downloaded now, or joined a download already in flight.
     Miss,
@@ -97,11 +103,15 @@ pub enum Lookup {
 /// Counters for metrics and tests.
 #[derive(Debug, Default)]
 pub struct CacheStats {
+    /// Lookups served from the cache.
     pub hits: AtomicU64,
+    /// Lookups that had to download (or join a download in flight).
     pub misses: AtomicU64,
+    /// Downloads started.
     pub downloads: AtomicU64,
     /// Bytes of verified downloads (SPEC §21 fetch bytes).
     pub bytes_downloaded: AtomicU64,
+    /// Artifacts removed to stay within the limits.
     pub evictions: AtomicU64,
 }
 
@@ -164,6 +174,7 @@ impl ArtifactCache {
         })
     }
 
+    /// The counters so far.
     pub fn stats(&self) -> &CacheStats {
         &self.stats
     }

@@ -8,9 +8,19 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
     #[error("path {path:?} not found in artifact: {detail}")]
-    PathNotFound { path: String, detail: String },
+    /// `spec.path` does not name a directory of the artifact.
+    PathNotFound {
+        /// The `spec.path` asked for.
+        path: String,
+        /// What the file system said.
+        detail: String,
+    },
     #[error("no release.cue at path {path:?} in artifact")]
-    ReleaseFileNotFound { path: String },
+    /// The directory holds no `release.cue`.
+    ReleaseFileNotFound {
+        /// The `spec.path` asked for.
+        path: String,
+    },
 }
 
 /// Resolves `spec_path` inside the extracted artifact `root` (`.` is the root). Links are

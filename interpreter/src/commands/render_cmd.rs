@@ -26,6 +26,7 @@ pub struct CueArgs {
 }
 
 #[derive(Debug, Args)]
+/// Flags of `opm-operator render`.
 pub struct RenderArgs {
     /// A release package directory (holding `release.cue`).
     #[arg(required_unless_present = "module", conflicts_with = "module")]
@@ -57,6 +58,7 @@ pub struct RenderArgs {
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
     #[command(flatten)]
+    /// The `cue` binary and its limits, as `run` takes them.
     pub cue: CueArgs,
 }
 

@@ -27,7 +27,9 @@ pub use crate::effects::unpersisted::Unpersisted;
 /// How an attempt ended, as the controller needs it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finished {
+    /// The outcome the core reached.
     pub outcome: Outcome,
+    /// The Ready condition's reason it wrote.
     pub reason: String,
     /// With jitter applied to success requeues.
     pub requeue_after: Option<Duration>,
@@ -38,8 +40,10 @@ pub struct Finished {
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
     #[error("reading the release failed: {0}")]
+    /// Reading the release from the API server failed.
     Read(#[source] kube::Error),
     #[error("the core refused an input: {0}")]
+    /// The core refused an input (a driver bug).
     Protocol(#[from] opm_core::InputError),
     /// A bug: the attempt panicked. Only this attempt fails; it is retried with backoff.
     #[error("the attempt panicked: {0}")]

@@ -17,7 +17,9 @@ use serde_json::Value;
 /// One `--values-from-file` argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileRef {
+    /// The dot path the file's text is set at; `None` merges the file at the root.
     pub target_path: Option<String>,
+    /// The file read.
     pub file: PathBuf,
 }
 

@@ -19,11 +19,17 @@ use crate::steps::events::EventSink;
 
 /// Everything attempts share.
 pub struct Runtime {
+    /// The operator's configuration, as the core reads it.
     pub config: Config,
+    /// The operator's client and the impersonating ones.
     pub clients: Clients,
+    /// Discovery, cached.
     pub resolver: Resolver,
+    /// Kubernetes Events, on their own client.
     pub events: EventSink,
+    /// The Prometheus registry (SPEC §21).
     pub metrics: Metrics,
+    /// The artifact cache and the renderer.
     pub local: Local,
     /// `--trace-dir`: where attempts are recorded, if anywhere.
     pub traces: Option<crate::ops::trace_sink::TraceSink>,
@@ -33,6 +39,7 @@ pub struct Runtime {
     pub observed: Observed,
     /// Versions of the objects we manage (saves drift dry-runs and first GETs).
     pub watch: ObjectWatch,
+    /// What drift checks skipped, for tests and the bench.
     pub drift_stats: drift::DriftStats,
     /// `/healthz` heartbeats.
     pub health: Arc<crate::ops::health::Health>,
@@ -49,6 +56,7 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// The shared state of one operator process, with empty caches.
     pub fn new(
         config: Config,
         clients: Clients,

@@ -17,7 +17,9 @@ use crate::kube::api_error;
 /// A resolved kind.
 #[derive(Clone, Debug)]
 pub struct Resolved {
+    /// The API resource serving the kind.
     pub resource: ApiResource,
+    /// Whether its objects live in namespaces.
     pub namespaced: bool,
 }
 
@@ -28,6 +30,7 @@ pub struct Resolver {
 }
 
 impl Resolver {
+    /// An empty cache that discovers with `client`.
     pub fn new(client: Client) -> Self {
         Self {
             client,

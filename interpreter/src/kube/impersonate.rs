@@ -28,10 +28,15 @@ pub struct RequestCounts {
 /// A snapshot of [`RequestCounts`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CountSnapshot {
+    /// GETs, LISTs and WATCHes (and dry-runs).
     pub get: u64,
+    /// POSTs.
     pub post: u64,
+    /// PUTs.
     pub put: u64,
+    /// PATCHes that are not dry-runs.
     pub patch: u64,
+    /// DELETEs.
     pub delete: u64,
     /// Event writes (events.k8s.io), kept apart: they record, they change no object.
     pub events: u64,
@@ -44,6 +49,7 @@ impl CountSnapshot {
         self.post + self.put + self.patch + self.delete
     }
 
+    /// Every request, events included.
     pub fn total(&self) -> u64 {
         self.get + self.writes() + self.events
     }
@@ -80,6 +86,7 @@ impl RequestCounts {
         slot.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The counts now.
     pub fn snapshot(&self) -> CountSnapshot {
         CountSnapshot {
             get: self.get.load(Ordering::Relaxed),
@@ -97,7 +104,9 @@ impl RequestCounts {
 /// `qps` and short bursts up to `burst` pass at once).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RateLimit {
+    /// Requests per second on average; `0` means no limit.
     pub qps: f32,
+    /// Requests that may pass at once.
     pub burst: u32,
 }
 
@@ -150,6 +159,7 @@ pub struct Clients {
 }
 
 impl Clients {
+    /// Clients for `config`, without a request limit.
     pub fn new(config: Config) -> Result<Self, kube::Error> {
         Self::with_limit(config, None)
     }
@@ -178,6 +188,7 @@ impl Clients {
         limited_client(self.config.clone(), self.counts.clone(), self.limit)
     }
 
+    /// Requests sent so far, by verb.
     pub fn counts(&self) -> CountSnapshot {
         self.counts.snapshot()
     }

@@ -61,6 +61,7 @@ impl Health {
         self.stall_ms.store(ms, Ordering::Relaxed);
     }
 
+    /// The current `--health-stall-timeout`.
     pub fn stall_timeout(&self) -> Duration {
         Duration::from_millis(self.stall_ms.load(Ordering::Relaxed))
     }

@@ -41,6 +41,7 @@ pub fn default_identity() -> String {
 }
 
 impl LeaderLease {
+    /// The Lease in `namespace`, held as `identity` for `duration` per renewal.
     pub fn new(client: Client, namespace: &str, identity: String, duration: Duration) -> Self {
         Self {
             api: Api::namespaced(client, namespace),
@@ -49,6 +50,7 @@ impl LeaderLease {
         }
     }
 
+    /// Who this process holds the Lease as.
     pub fn identity(&self) -> &str {
         &self.identity
     }

@@ -21,8 +21,11 @@ pub const DEFAULT_MAX_FILES: usize = 10;
 #[derive(Debug, thiserror::Error)]
 pub enum TraceSinkError {
     #[error("{path}: {source}")]
+    /// Writing or rotating a trace file failed.
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the file system said.
         source: std::io::Error,
     },
 }
@@ -71,6 +74,7 @@ impl TraceSink {
         })
     }
 
+    /// The directory traces are written to.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -84,11 +84,13 @@ pub enum ArchiveFormat {
 /// What an extraction produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExtractStats {
+    /// The format its magic bytes named.
     pub format: ArchiveFormat,
     /// Archive entries processed.
     pub entries: u64,
     /// Directories created (named by an entry or implied by a deeper name).
     pub directories: u64,
+    /// Bytes written to disk.
     pub bytes: u64,
 }
 
@@ -97,43 +99,106 @@ pub struct ExtractStats {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExtractError {
     #[error("artifact is neither a gzip tarball nor a zip archive")]
+    /// Neither gzip nor zip magic bytes.
     UnknownFormat,
     #[error("archive entry {name:?} has an absolute name")]
-    AbsoluteName { name: String },
+    /// A name starting at `/`.
+    AbsoluteName {
+        /// The entry's name as the archive gives it.
+        name: String,
+    },
     #[error("archive entry {name:?} escapes the extraction root")]
-    EscapingName { name: String },
+    /// A name whose `..` climbs above the root.
+    EscapingName {
+        /// The entry's name as the archive gives it.
+        name: String,
+    },
     #[error("archive entry {name:?} has a name longer than a file system allows")]
-    NameTooLong { name: String },
+    /// A name component or path longer than a file system takes.
+    NameTooLong {
+        /// The entry's name as the archive gives it.
+        name: String,
+    },
     #[error("archive entry {name:?} would be written through a symbolic link")]
-    ThroughLink { name: String },
+    /// A name that passes through a symlink an earlier entry made.
+    ThroughLink {
+        /// The entry's name as the archive gives it.
+        name: String,
+    },
     #[error("archive symlink {name:?} -> {target:?} points outside the extraction root")]
-    EscapingLink { name: String, target: String },
+    /// A symlink whose target is outside the root.
+    EscapingLink {
+        /// The entry's name as the archive gives it.
+        name: String,
+        /// The link's target as archived.
+        target: String,
+    },
     #[error("archive entry {name:?} is a hard link, which is not allowed")]
-    HardLink { name: String },
+    /// Hard links are refused: their target is not checked by name.
+    HardLink {
+        /// The entry's name as the archive gives it.
+        name: String,
+    },
     #[error("archive entry {name:?} is a {kind}, which is not allowed")]
-    SpecialFile { name: String, kind: String },
+    /// A device, FIFO, socket or other non-file entry.
+    SpecialFile {
+        /// The entry's name as the archive gives it.
+        name: String,
+        /// What the entry is.
+        kind: String,
+    },
     #[error(
         "archive has more than {limit} entries (files, directories and links all count, also \
          directories implied by deeper names)"
     )]
-    TooManyEntries { limit: u64 },
+    /// More entries (with the directories they imply) than the cap.
+    TooManyEntries {
+        /// The cap.
+        limit: u64,
+    },
     #[error("archive entry {name:?} is nested deeper than {limit} directories")]
-    TooDeep { name: String, limit: usize },
+    /// A name nested deeper than the cap.
+    TooDeep {
+        /// The entry's name as the archive gives it.
+        name: String,
+        /// The cap.
+        limit: usize,
+    },
     #[error("archive symlink {name:?} is part of a loop or of a chain too long to resolve")]
-    LinkLoop { name: String },
+    /// A symlink that loops, or resolves through too long a chain.
+    LinkLoop {
+        /// The entry's name as the archive gives it.
+        name: String,
+    },
     /// Extraction took longer than its budget; the archive may be fine, the disk slow.
     #[error(
         "artifact extraction did not finish within {}s (--fetch-timeout) after {entries} entries",
         after.as_secs_f64()
     )]
-    Deadline { after: Duration, entries: u64 },
+    Deadline {
+        /// The budget that ran out.
+        after: Duration,
+        /// Entries processed by then.
+        entries: u64,
+    },
     #[error("archive expands to more than {limit} bytes")]
-    TooLarge { limit: u64 },
+    /// More bytes written than the cap.
+    TooLarge {
+        /// The cap.
+        limit: u64,
+    },
     #[error("archive is corrupt or truncated: {detail}")]
-    Corrupt { detail: String },
+    /// The archive could not be read.
+    Corrupt {
+        /// What the reader or the file system said.
+        detail: String,
+    },
     /// The local disk failed, not the archive.
     #[error("extraction: local I/O error: {detail}")]
-    Io { detail: String },
+    Io {
+        /// What the reader or the file system said.
+        detail: String,
+    },
 }
 
 fn local_io(e: io::Error) -> ExtractError {

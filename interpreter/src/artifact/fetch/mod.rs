@@ -29,39 +29,77 @@ pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum FetchError {
     /// The server could not be reached or the request failed before a response.
     #[error("artifact download from {url} failed: {detail}")]
-    Connect { url: String, detail: String },
+    Connect {
+        /// The artifact URL.
+        url: String,
+        /// What failed, with its causes.
+        detail: String,
+    },
     /// The server answered with something other than 200.
     #[error("artifact download from {url} failed: HTTP {status}")]
-    HttpStatus { url: String, status: u16 },
+    HttpStatus {
+        /// The artifact URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+    },
     /// The download did not finish within the deadline.
     #[error("artifact download from {url} timed out after {}s", after.as_secs_f64())]
-    Timeout { url: String, after: Duration },
+    Timeout {
+        /// The artifact URL.
+        url: String,
+        /// The deadline.
+        after: Duration,
+    },
     /// The body ended early or broke off mid-stream.
     #[error("artifact download from {url} was truncated after {received} bytes: {detail}")]
     Truncated {
+        /// The artifact URL.
         url: String,
+        /// Bytes received before it broke off.
         received: u64,
+        /// What failed, with its causes.
         detail: String,
     },
     /// The bytes downloaded do not hash to the advertised digest (a source that moved on, or a
     /// corrupted transfer: both may resolve on their own).
     #[error("artifact digest mismatch: expected {expected}, got {actual}")]
-    DigestMismatch { expected: String, actual: String },
+    DigestMismatch {
+        /// The digest the source advertised.
+        expected: String,
+        /// The digest of the bytes received.
+        actual: String,
+    },
     /// Writing the temporary file failed (disk full, permissions).
     #[error("artifact download: local I/O error: {detail}")]
-    Io { detail: String },
+    Io {
+        /// What failed, with its causes.
+        detail: String,
+    },
     /// The artifact is larger than the download cap.
     #[error("artifact exceeds the download cap of {limit} bytes")]
-    TooLarge { limit: u64 },
+    TooLarge {
+        /// The download cap in bytes.
+        limit: u64,
+    },
     /// The advertised digest uses an algorithm other than sha256.
     #[error("unsupported artifact digest algorithm {algorithm:?} (only sha256 is accepted)")]
-    UnsupportedDigest { algorithm: String },
+    UnsupportedDigest {
+        /// The algorithm named.
+        algorithm: String,
+    },
     /// The advertised digest is not `sha256:` + 64 lowercase hex characters.
     #[error("malformed artifact digest {digest:?}")]
-    MalformedDigest { digest: String },
+    MalformedDigest {
+        /// The digest as given.
+        digest: String,
+    },
     /// The URL is not an http(s) URL.
     #[error("unsupported artifact URL {url:?}: only http and https are fetched")]
-    UnsupportedUrl { url: String },
+    UnsupportedUrl {
+        /// The artifact URL.
+        url: String,
+    },
     /// The server redirected to another origin (or too often). Not followed: the GET runs
     /// from inside the cluster network, so a redirect must not aim it at another host (a
     /// metadata service, an internal API). Transient: the source may be fixed.
@@ -70,8 +108,11 @@ pub enum FetchError {
          only within the same scheme, host and port, at most {MAX_REDIRECTS} times)"
     )]
     Redirect {
+        /// The artifact URL.
         url: String,
+        /// Where the redirect pointed.
         to: String,
+        /// Why it was not followed.
         why: &'static str,
     },
 }
@@ -100,8 +141,11 @@ impl Default for FetchConfig {
 /// A verified download: the file is deleted when this value is dropped.
 #[derive(Debug)]
 pub struct FetchedFile {
+    /// The downloaded bytes; deleted on drop.
     pub file: NamedTempFile,
+    /// Their digest, equal to the advertised one.
     pub digest: Sha256Digest,
+    /// Their size in bytes.
     pub size: u64,
 }
 
@@ -113,6 +157,7 @@ pub struct Fetcher {
 }
 
 impl Fetcher {
+    /// A fetcher with its own HTTP client (redirects followed only within one origin) and the limits of `config`.
     pub fn new(config: FetchConfig) -> Result<Self, FetchError> {
         // reqwest is built without a default crypto provider so the process uses the same
         // one (ring) as the Kubernetes client; installing twice is harmless.
@@ -128,6 +173,7 @@ impl Fetcher {
         Ok(Self { client, config })
     }
 
+    /// The limits it downloads with.
     pub fn config(&self) -> &FetchConfig {
         &self.config
     }

@@ -7,9 +7,12 @@ use clap::{Args, ValueEnum};
 use opm_core::AllowOperatorIdentity;
 
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]
+/// How log lines are written to stderr (`--log-format`).
 pub enum LogFormat {
+    /// One JSON object per line, for log collectors.
     Json,
     #[default]
+    /// Human-readable lines.
     Text,
 }
 
@@ -99,6 +102,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = crate::ops::trace_sink::DEFAULT_MAX_FILES)]
     pub trace_max_files: usize,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    /// How log lines look.
     pub log_format: LogFormat,
     /// Client-side request rate per client; `0` (the default) sets no client-side limit:
     /// requests in flight are bounded by `--concurrency`, the API server's Priority and

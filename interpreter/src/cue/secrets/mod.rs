@@ -28,7 +28,9 @@ pub struct SecretTable {
     "Secret {name}: value {digest} is not known to this attempt's render; refusing to write it"
 )]
 pub struct UnknownSecretDigest {
+    /// The Secret's name.
     pub name: String,
+    /// The digest no render of this attempt produced.
     pub digest: String,
 }
 
@@ -76,10 +78,12 @@ fn is_secret(obj: &Value) -> bool {
 }
 
 impl SecretTable {
+    /// Secret values kept.
     pub fn len(&self) -> usize {
         self.values.len()
     }
 
+    /// Whether nothing was redacted (no values, no `valuesFrom` strings).
     pub fn is_empty(&self) -> bool {
         self.values.is_empty() && self.strings.is_empty()
     }
