@@ -24,7 +24,7 @@ use crate::kube::live_cache;
 use crate::kube::{api_error, dynamic};
 use crate::steps::apply_policy::apply_with_policy;
 pub(crate) use crate::steps::server_apply::ApplyCtx;
-use crate::steps::server_apply::{committed, dry_run, read_live, same_version, unchanged};
+use crate::steps::server_apply::{Target, committed, dry_run, read_live, same_version, unchanged};
 
 /// Objects of one stage applied at the same time.
 pub(crate) const STAGE_CONCURRENCY: usize = 8;
@@ -78,11 +78,18 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
     let mut params = PatchParams::apply(ctx.field_manager);
     // `ssa: Merge` never takes fields from other managers (SPEC §28).
     params.force = ctx.force && obj.policy.ssa != SsaPolicy::Merge;
+    let target = Target {
+        ctx,
+        api: &api,
+        obj,
+        params: &params,
+        desired,
+    };
     if !obj.policy.is_default() {
-        return apply_with_policy(ctx, &api, obj, &params, &manifest, desired).await;
+        return apply_with_policy(&target, &manifest).await;
     }
     let (api, params, manifest) = (&api, &params, &manifest);
-    let commit = |created| committed(ctx, api, obj, params, manifest, desired, created);
+    let commit = |created| committed(&target, manifest, created);
     // A version of the object we have seen: the dry-run alone says whether to write.
     let mut dry = None;
     match ctx.live.get(&obj.id) {
@@ -92,7 +99,7 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
             let d = dynamic::to_value(&dry_run(api, name, params, manifest).await?);
             if seen.same_version(&d) {
                 if seen.apply_digest == live_cache::apply_digest(&d) {
-                    return Ok(unchanged(ctx, obj, &d, desired));
+                    return Ok(unchanged(&target, &d));
                 }
                 return commit(Some(false)).await;
             }
@@ -106,7 +113,7 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
         None if ctx.watch.lists_without(&obj.id) => return commit(None).await,
         None => {}
     }
-    let live = read_live(ctx, api, obj).await?;
+    let live = read_live(&target).await?;
     if let Some(live) = &live {
         // Reuse the first dry-run only if it was based on the version just read.
         let dry = match dry {
@@ -114,7 +121,7 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
             _ => dynamic::to_value(&dry_run(api, name, params, manifest).await?),
         };
         if same_object(live, &dry) {
-            return Ok(unchanged(ctx, obj, live, desired));
+            return Ok(unchanged(&target, live));
         }
     }
     commit(Some(live.is_none())).await

@@ -8,28 +8,26 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject, PatchParams, Preconditions};
+use kube::api::{DeleteParams, Preconditions};
+use opm_core::ApiError;
 use opm_core::input::ApplyAction;
 use opm_core::policy::{self, SsaPolicy};
-use opm_core::{ApiError, DesiredObject};
 use serde_json::Value;
 
 use crate::kube::compare::same_object;
 use crate::kube::{api_error, dynamic};
-use crate::steps::server_apply::{ApplyCtx, committed, dry_run_kube, read_live, unchanged};
+use crate::steps::server_apply::{Target, committed, dry_run_kube, read_live, unchanged};
 
 /// How long a recreated object's predecessor may take to go away.
 pub const RECREATE_DEADLINE: Duration = Duration::from_secs(60);
 
+/// Applies `t`'s object as its policy says; see the module docs.
 pub(crate) async fn apply_with_policy(
-    ctx: &ApplyCtx<'_>,
-    api: &Api<DynamicObject>,
-    obj: &DesiredObject,
-    params: &PatchParams,
+    t: &Target<'_>,
     manifest: &Value,
-    desired: [u8; 32],
 ) -> Result<ApplyAction, ApiError> {
-    let live = read_live(ctx, api, obj).await?;
+    let (ctx, api, obj) = (t.ctx, t.api, t.obj);
+    let live = read_live(t).await?;
     match (obj.policy.ssa, &live) {
         (SsaPolicy::IfNotPresent, Some(_)) | (SsaPolicy::Ignore, _) => {
             return Ok(ApplyAction::Unchanged);
@@ -38,9 +36,9 @@ pub(crate) async fn apply_with_policy(
     }
     let prepared = policy::prepare(manifest, live.as_ref(), &obj.policy, ctx.field_manager);
     let first = match &live {
-        Some(l) => match dry_run_kube(api, &obj.id.name, params, &prepared).await {
+        Some(l) => match dry_run_kube(api, &obj.id.name, t.params, &prepared).await {
             Ok(dry) if same_object(l, &dynamic::to_value(&dry)) => {
-                return Ok(unchanged(ctx, obj, l, desired));
+                return Ok(unchanged(t, l));
             }
             Ok(_) => Ok(()),
             Err(e) => Err(e),
@@ -49,21 +47,12 @@ pub(crate) async fn apply_with_policy(
     };
     let refused = match first {
         Ok(()) => {
-            return committed(
-                ctx,
-                api,
-                obj,
-                params,
-                &prepared,
-                desired,
-                Some(live.is_none()),
-            )
-            .await;
+            return committed(t, &prepared, Some(live.is_none())).await;
         }
         Err(e) => e,
     };
     match (&live, obj.policy.force && immutable(&refused)) {
-        (Some(l), true) => recreate(ctx, api, obj, params, manifest, desired, l).await,
+        (Some(l), true) => recreate(t, manifest, l).await,
         _ => Err(api_error::from_kube(&refused)),
     }
 }
@@ -80,15 +69,8 @@ pub fn immutable(err: &kube::Error) -> bool {
 
 /// Deletes the live object (the one read, by UID), waits until it is gone, and applies the
 /// desired object anew.
-async fn recreate(
-    ctx: &ApplyCtx<'_>,
-    api: &Api<DynamicObject>,
-    obj: &DesiredObject,
-    params: &PatchParams,
-    manifest: &Value,
-    desired: [u8; 32],
-    live: &Value,
-) -> Result<ApplyAction, ApiError> {
+async fn recreate(t: &Target<'_>, manifest: &Value, live: &Value) -> Result<ApplyAction, ApiError> {
+    let (ctx, api, obj) = (t.ctx, t.api, t.obj);
     let name = &obj.id.name;
     let uid = live
         .pointer("/metadata/uid")
@@ -135,6 +117,6 @@ async fn recreate(
         }
     }
     let prepared = policy::prepare(manifest, None, &obj.policy, ctx.field_manager);
-    committed(ctx, api, obj, params, &prepared, desired, Some(true)).await?;
+    committed(t, &prepared, Some(true)).await?;
     Ok(ApplyAction::Recreated)
 }

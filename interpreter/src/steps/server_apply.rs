@@ -31,23 +31,29 @@ pub(crate) struct ApplyCtx<'a> {
     pub identity: &'a str,
 }
 
-/// Writes and records the written version as verified against `desired`. `created` says
-/// whether the object existed; `None` when unknown, then the write's answer tells.
+/// One object's apply: the object, its API, the patch parameters, and the digest of what it
+/// holds once written (what the live cache records as verified).
+pub(crate) struct Target<'a> {
+    pub(crate) ctx: &'a ApplyCtx<'a>,
+    pub(crate) api: &'a Api<DynamicObject>,
+    pub(crate) obj: &'a DesiredObject,
+    pub(crate) params: &'a PatchParams,
+    pub(crate) desired: [u8; 32],
+}
+
+/// Writes `manifest` and records the written version as verified. `created` says whether
+/// the object existed; `None` when unknown, then the write's answer tells.
 pub(crate) async fn committed(
-    ctx: &ApplyCtx<'_>,
-    api: &Api<DynamicObject>,
-    obj: &DesiredObject,
-    params: &PatchParams,
+    t: &Target<'_>,
     manifest: &Value,
-    desired: [u8; 32],
     created: Option<bool>,
 ) -> Result<ApplyAction, ApiError> {
-    let live = write(ctx, api, obj, params, manifest).await?;
+    let live = write(t.ctx, t.api, t.obj, t.params, manifest).await?;
     if let Some(rv) = live_cache::resource_version(&live) {
-        ctx.live.verify(&obj.id, rv, desired);
+        t.ctx.live.verify(&t.obj.id, rv, t.desired);
     }
     Ok(
-        if created.unwrap_or_else(|| only_managed_by(&live, ctx.field_manager)) {
+        if created.unwrap_or_else(|| only_managed_by(&live, t.ctx.field_manager)) {
             ApplyAction::Created
         } else {
             ApplyAction::Updated
@@ -90,12 +96,10 @@ pub(crate) async fn dry_run_kube(
 }
 
 /// GETs the live object and remembers its version; `None` when it does not exist.
-pub(crate) async fn read_live(
-    ctx: &ApplyCtx<'_>,
-    api: &Api<DynamicObject>,
-    obj: &DesiredObject,
-) -> Result<Option<Value>, ApiError> {
-    let live = api
+pub(crate) async fn read_live(t: &Target<'_>) -> Result<Option<Value>, ApiError> {
+    let (ctx, obj) = (t.ctx, t.obj);
+    let live = t
+        .api
         .get_opt(&obj.id.name)
         .await
         .map_err(|e| api_error::from_kube(&e))?
@@ -106,15 +110,10 @@ pub(crate) async fn read_live(
     Ok(live)
 }
 
-/// No write needed: records that `seen`'s version already holds `desired`.
-pub(crate) fn unchanged(
-    ctx: &ApplyCtx<'_>,
-    obj: &DesiredObject,
-    seen: &Value,
-    desired: [u8; 32],
-) -> ApplyAction {
+/// No write needed: records that `seen`'s version already holds what `t` wants.
+pub(crate) fn unchanged(t: &Target<'_>, seen: &Value) -> ApplyAction {
     if let Some(rv) = live_cache::resource_version(seen) {
-        ctx.live.verify(&obj.id, rv, desired);
+        t.ctx.live.verify(&t.obj.id, rv, t.desired);
     }
     ApplyAction::Unchanged
 }
