@@ -68,7 +68,7 @@ pub async fn run_attempt(rt: &Runtime, key: &ReleaseKey) -> Result<Finished, Dri
 
 /// [`run_attempt`] starting from the controller store's copy of the release, used instead
 /// of a GET when it is not older than our own last write to it
-/// ([`crate::kube::observed::Observed::usable`]).
+/// (`crate::kube::observed::Observed::usable`).
 pub async fn run_attempt_from(
     rt: &Runtime,
     key: &ReleaseKey,

@@ -14,7 +14,7 @@ pub(crate) fn jitter(outcome: Outcome, d: Duration) -> Duration {
     jitter_with(outcome, d, fastrand::f64())
 }
 
-/// [`jitter`] with the random draw `r` in `[0, 1)` given. Never panics: any `d` and any
+/// `jitter` with the random draw `r` in `[0, 1)` given. Never panics: any `d` and any
 /// `r` (NaN, infinite, negative) give a duration of at most [`MAX_REQUEUE`].
 pub fn jitter_with(outcome: Outcome, d: Duration, r: f64) -> Duration {
     let d = d.min(MAX_REQUEUE);

@@ -15,7 +15,7 @@ use opm_core::liveness::{self, Beats, Unhealthy, WatchBeat};
 pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 /// A queue whose waiters `/healthz` watches: an admission gate
-/// ([`crate::ops::admission::Admission`]). A trait so the gate, which reports its progress
+/// (`crate::ops::admission::Admission`). A trait so the gate, which reports its progress
 /// here, is not also a dependency of the heartbeats.
 pub trait Waiters: Send + Sync {
     /// How many wait, and since when (health clock ms) the oldest of them waits.

@@ -13,8 +13,8 @@
 //! (SPEC §24). Extraction runs against a deadline (`--fetch-timeout`): a slow disk or a
 //! costly archive is a transient `FetchFailed`, never a worker held for ever.
 //!
-//! The parts: [`archive`] reads the two formats entry by entry, [`sink`] writes each entry
-//! under the root and keeps the counters, [`confine`] resolves names and links without
+//! The parts: `archive` reads the two formats entry by entry, `sink` writes each entry
+//! under the root and keeps the counters, `confine` resolves names and links without
 //! leaving the root.
 
 mod archive;

@@ -137,7 +137,7 @@ pub struct RunArgs {
 }
 
 /// Parses `30s`, `1m30s`, `1.5h`, `250ms` or plain seconds, at most 24h
-/// ([`crate::commands::flags::duration`]).
+/// (`crate::commands::flags::duration`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::commands::flags::duration(s)
 }

@@ -1,7 +1,7 @@
 //! `opm-operator run`: flags (SPEC §22), logging, clients, executors, controllers, and a
 //! graceful stop on SIGTERM / Ctrl-C (in-flight attempts finish, then exit 0).
 //!
-//! [`args`] holds the flags; this module turns them into clients, executors and
+//! `args` holds the flags; this module turns them into clients, executors and
 //! controllers, and holds the leader election loop.
 
 mod args;
