@@ -76,6 +76,8 @@ pub(super) struct Member {
     /// Its attempt's deadline: the batch ends before the earliest of them.
     pub deadline: Instant,
     pub reply: oneshot::Sender<Reply>,
+    /// Told when another member seals the batch: it then withdraws its wait for a turn.
+    pub sealed: Option<oneshot::Sender<()>>,
 }
 
 /// A member's answer from its batch.
@@ -131,8 +133,14 @@ impl Batches {
     /// another member already did.
     pub fn seal(&self, id: u64) -> Option<Vec<Member>> {
         let mut s = self.lock();
-        let members = s.open.remove(&id)?;
+        let mut members = s.open.remove(&id)?;
         s.joinable.retain(|_, open| *open != id);
+        drop(s);
+        for m in &mut members {
+            if let Some(sealed) = m.sealed.take() {
+                let _ = sealed.send(());
+            }
+        }
         Some(members)
     }
 
@@ -225,13 +233,19 @@ impl super::Renderer {
             return self.cache_put(key, bytes.await?);
         }
         let (reply, rx) = oneshot::channel();
+        let (sealed, sealed_rx) = oneshot::channel();
         let member = Member {
             values: values.clone(),
             identity: identity.clone(),
             deadline,
             reply,
+            sealed: Some(sealed),
         };
-        let bytes = match self.in_batch(module, member, rx, credentials, gate).await {
+        let waits = (rx, sealed_rx);
+        let bytes = match self
+            .in_batch(module, member, waits, credentials, gate)
+            .await
+        {
             Reply::Done(r) => r?,
             Reply::Alone => {
                 let r = self.render_alone(module, values, identity, credentials, gate);
@@ -263,12 +277,13 @@ impl super::Renderer {
             .await
     }
 
-    /// Waits in a batch for the answer, or for a turn in which to run the batch.
+    /// Waits in a batch for a turn in which to run it, until another member seals it
+    /// (then only for the answer).
     async fn in_batch<G: RenderGate>(
         &self,
         module: &ModuleRef,
         member: Member,
-        mut rx: oneshot::Receiver<Reply>,
+        (rx, sealed): (oneshot::Receiver<Reply>, oneshot::Receiver<()>),
         credentials: Option<&(String, Vec<u8>)>,
         gate: &G,
     ) -> Reply {
@@ -277,7 +292,8 @@ impl super::Renderer {
         let id = self.batches.join(key, member, self.config.max_batch);
         tokio::select! {
             biased;
-            reply = &mut rx => return reply.unwrap_or(Reply::Alone),
+            // Sealed by another member (or dropped with the batch): withdraw the wait.
+            _ = sealed => {}
             turn = gate.turn(&namespace) => {
                 if let Some(members) = self.batches.seal(id) {
                     self.run_batch(module, members, credentials).await;

@@ -23,7 +23,7 @@ pub mod batch;
 mod cache;
 mod child;
 pub mod classify;
-mod split;
+pub mod split;
 #[cfg(test)]
 mod tests;
 

@@ -15,7 +15,7 @@ const INDENT: &str = "    ";
 
 /// Each of the `n` members' export, in member order, or `None` when `out` is not the
 /// export of `n` batch fields.
-pub(super) fn split_batch(out: &[u8], n: usize) -> Option<Vec<Vec<u8>>> {
+pub fn split_batch(out: &[u8], n: usize) -> Option<Vec<Vec<u8>>> {
     let text = std::str::from_utf8(out).ok()?;
     let mut rest = text.strip_prefix("{\n")?;
     let mut parts = Vec::with_capacity(n);
