@@ -125,7 +125,10 @@ impl Batches {
                 id
             }
         };
-        s.open.entry(id).or_default().push(member);
+        let members = s.open.entry(id).or_default();
+        // Members whose attempts ended while waiting need no render.
+        members.retain(|m| !m.reply.is_closed());
+        members.push(member);
         id
     }
 
@@ -185,15 +188,20 @@ pub(super) fn keeps_out(e: &RenderError) -> bool {
     )
 }
 
-/// The `cue` deadline of a batch: the render timeout, cut to half the shortest time any
-/// member's attempt has left, so a batch ends before every member's own deadline and,
-/// should it fail, leaves each at least half its remaining time to render alone.
+/// The `cue` deadline of a batch: a quarter of the render timeout (`--render-timeout`,
+/// 15 s by default), cut to half the shortest time any member's attempt has left. So a
+/// batch ends before every member's own deadline and, should it fail, leaves each at least
+/// half its remaining time to render alone; and a release that makes its batch slow (a
+/// CPU-heavy package) delays the others at most that long, once: then it fails alone and
+/// renders alone. A batch of small releases takes milliseconds; one that needs a quarter
+/// of a single run's deadline is cheaper as single runs.
 pub(super) fn batch_timeout(timeout: Duration, members: &[Member], now: Instant) -> Duration {
+    let cap = timeout / 4;
     members
         .iter()
         .map(|m| m.deadline.saturating_duration_since(now) / 2)
         .min()
-        .map_or(timeout, |left| left.min(timeout))
+        .map_or(cap, |left| left.min(cap))
 }
 
 impl super::Renderer {

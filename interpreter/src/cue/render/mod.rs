@@ -25,6 +25,8 @@ mod child;
 pub mod classify;
 pub mod split;
 #[cfg(test)]
+mod batch_tests;
+#[cfg(test)]
 mod tests;
 
 pub use batch::{RenderGate, Ungated};

@@ -62,7 +62,7 @@ fn long_stderr_is_cut_to_the_first_lines() {
 /// The executable is written by a child process (`install`), never through a file
 /// descriptor of this multi-threaded test process: a descriptor inherited by a concurrent
 /// fork would make the exec fail with ETXTBSY.
-fn fake_cue(dir: &Path, script: &str) -> PathBuf {
+pub(super) fn fake_cue(dir: &Path, script: &str) -> PathBuf {
     let src = dir.join("fake-cue.txt");
     std::fs::write(&src, format!("#!/bin/sh\n{script}\n")).unwrap();
     let p = dir.join("fake-cue");
