@@ -56,10 +56,7 @@ async fn a_batch_past_its_deadline_falls_back_to_single_runs_in_time() {
         res.expect("each renders alone after the batch overran");
     }
     let s = r.stats();
-    assert_eq!(
-        (s.runs.load(Relaxed), s.batch_runs.load(Relaxed)),
-        (4, 1)
-    );
+    assert_eq!((s.runs.load(Relaxed), s.batch_runs.load(Relaxed)), (4, 1));
     assert_eq!(s.batch_fallbacks.load(Relaxed), 1);
     // The batch had half of the members' remaining ~3.9 s: it was killed near 2 s, and
     // each member still rendered before its own deadline.
@@ -93,10 +90,7 @@ fn a_batch_deadline_is_half_the_shortest_time_left_at_most_a_quarter_of_the_rend
         Duration::from_secs(10)
     );
     let long = [member(Duration::from_secs(300))];
-    assert_eq!(
-        batch_timeout(timeout, &long, now),
-        Duration::from_secs(15)
-    );
+    assert_eq!(batch_timeout(timeout, &long, now), Duration::from_secs(15));
     let gone = [member(Duration::ZERO)];
     assert_eq!(batch_timeout(timeout, &gone, now), Duration::ZERO);
 }

@@ -20,12 +20,12 @@ use crate::cue::module_ref::{ModuleRef, ReleaseIdentity, synthesise_release};
 pub use crate::cue::rendered::Rendered;
 
 pub mod batch;
+#[cfg(test)]
+mod batch_tests;
 mod cache;
 mod child;
 pub mod classify;
 pub mod split;
-#[cfg(test)]
-mod batch_tests;
 #[cfg(test)]
 mod tests;
 
