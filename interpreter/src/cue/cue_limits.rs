@@ -5,8 +5,6 @@
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
-use crate::cue::render::ADDRESS_SPACE_HEADROOM;
-
 /// The `RLIMIT_AS` of a run whose memory limit is `limit` (see [`ADDRESS_SPACE_HEADROOM`]).
 pub fn address_space_for(limit: u64) -> u64 {
     limit.saturating_add(ADDRESS_SPACE_HEADROOM)
@@ -44,6 +42,14 @@ const OUT_OF_MEMORY: [&str; 5] = [
 pub fn died_of_memory(status: &ExitStatus, stderr: &str) -> bool {
     status.signal() == Some(9) || OUT_OF_MEMORY.iter().any(|p| stderr.contains(p))
 }
+
+/// Address space a `cue` run may reserve beyond its memory limit. Go reserves address
+/// space it never touches: with `cue` v0.17.1 a trivial export does not start under a
+/// 768 MiB `RLIMIT_AS` (page-allocator summaries, thread stacks, glibc arenas), and under
+/// limit + 1.5 GiB a memory bomb dies with `fatal error: out of memory` at about the
+/// limit of resident memory (measured: 1.0-1.25 GiB with a 1 GiB limit). `GOMEMLIMIT`
+/// set to the limit makes the collector work to stay below it first.
+pub const ADDRESS_SPACE_HEADROOM: u64 = 1536 * 1024 * 1024;
 
 #[cfg(test)]
 mod tests {

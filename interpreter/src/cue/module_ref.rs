@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::cue::render::RenderError;
+use crate::cue::render_error::RenderError;
 
 /// Module path of the synthesised release package.
 pub const RELEASE_MODULE: &str = "opm.internal/release@v0";
@@ -28,7 +28,9 @@ pub struct ModuleRef {
 /// The release identity handed to the module as `#release`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReleaseIdentity {
+    /// `metadata.name` of the ModuleRelease.
     pub name: String,
+    /// Its namespace, where every namespaced object it renders lands.
     pub namespace: String,
 }
 
@@ -137,7 +139,9 @@ fn is_identifier(s: &str) -> bool {
 /// The two files of the synthesised release package.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReleaseFiles {
+    /// `cue.mod/module.cue`: the module as the package's one dependency.
     pub module_cue: String,
+    /// `release.cue`: the module's `#config` unified with the values and identity.
     pub release_cue: String,
 }
 
@@ -150,6 +154,60 @@ pub fn synthesise_release(
     values: &Value,
     identity: &ReleaseIdentity,
 ) -> Result<ReleaseFiles, RenderError> {
+    let body = release_body(values, identity)?;
+    Ok(ReleaseFiles {
+        module_cue: module_cue(module),
+        release_cue: format!("{}{body}", package_header(module)),
+    })
+}
+
+/// The field of member `i` in a batch package (and in its export).
+pub fn batch_field(i: usize) -> String {
+    format!("r{i}")
+}
+
+/// One package holding several releases of the same module version, member `i` as the
+/// field [`batch_field`]`(i)` whose body is exactly [`synthesise_release`]'s package body:
+/// the same values, identity and `#config` unification, so each field exports to the
+/// value the release's own package exports (issue 18: one `cue` run for many releases).
+pub fn synthesise_batch(
+    module: &ModuleRef,
+    members: &[(&Value, &ReleaseIdentity)],
+) -> Result<ReleaseFiles, RenderError> {
+    let mut release_cue = package_header(module);
+    for (i, (values, identity)) in members.iter().enumerate() {
+        let body = release_body(values, identity)?;
+        release_cue.push_str(&format!("{}: {{\n{body}}}\n\n", batch_field(i)));
+    }
+    Ok(ReleaseFiles {
+        module_cue: module_cue(module),
+        release_cue,
+    })
+}
+
+fn quote(s: &str) -> String {
+    ascii_cue(&Value::String(s.to_owned()).to_string())
+}
+
+fn module_cue(module: &ModuleRef) -> String {
+    format!(
+        "module: {}\nlanguage: version: {}\ndeps: {}: v: {}\n",
+        quote(RELEASE_MODULE),
+        quote(RELEASE_LANGUAGE_VERSION),
+        quote(&module.path),
+        quote(&module.version),
+    )
+}
+
+fn package_header(module: &ModuleRef) -> String {
+    format!(
+        "package release\n\nimport m {}\n\n",
+        quote(&format!("{}:{}", module.path, module.package))
+    )
+}
+
+/// The declarations of one release: its values, the module instance and the exported fields.
+fn release_body(values: &Value, identity: &ReleaseIdentity) -> Result<String, RenderError> {
     let values = match values {
         Value::Null => Value::Object(Default::default()),
         Value::Object(_) => values.clone(),
@@ -159,28 +217,15 @@ pub fn synthesise_release(
             });
         }
     };
-    let q = |s: &str| ascii_cue(&Value::String(s.to_owned()).to_string());
-    let module_cue = format!(
-        "module: {}\nlanguage: version: {}\ndeps: {}: v: {}\n",
-        q(RELEASE_MODULE),
-        q(RELEASE_LANGUAGE_VERSION),
-        q(&module.path),
-        q(&module.version),
-    );
     let identity_cue = format!(
         "{{name: {}, namespace: {}}}",
-        q(&identity.name),
-        q(&identity.namespace)
+        quote(&identity.name),
+        quote(&identity.namespace)
     );
-    let release_cue = format!(
-        "package release\n\nimport m {import}\n\n_values: {values}\n\n_m: m & {{\n\t#config: m.#config & _values\n\t#release: {identity_cue}\n}}\n\nkind: \"ModuleRelease\"\nmetadata: {identity_cue}\ncomponents: _m.components\n",
-        import = q(&format!("{}:{}", module.path, module.package)),
+    Ok(format!(
+        "_values: {values}\n\n_m: m & {{\n\t#config: m.#config & _values\n\t#release: {identity_cue}\n}}\n\nkind: \"ModuleRelease\"\nmetadata: {identity_cue}\ncomponents: _m.components\n",
         values = ascii_cue(&serde_json::to_string_pretty(&values).unwrap_or_else(|_| "{}".into())),
-    );
-    Ok(ReleaseFiles {
-        module_cue,
-        release_cue,
-    })
+    ))
 }
 
 /// JSON text with every non-ASCII character written as a CUE escape (`\uXXXX`, or

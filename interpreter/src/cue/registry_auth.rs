@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::cue::render::RenderError;
+use crate::cue::render_error::RenderError;
 
 /// A Docker config on disk for the life of this value.
 pub struct PrivateDockerConfig {
@@ -17,6 +17,7 @@ pub struct PrivateDockerConfig {
 }
 
 impl PrivateDockerConfig {
+    /// Writes the Docker config into a fresh private (0700) directory for one run.
     pub fn new(bytes: &[u8]) -> std::io::Result<Self> {
         let dir = tempfile::Builder::new().prefix("opm-auth-").tempdir()?;
         #[cfg(unix)]

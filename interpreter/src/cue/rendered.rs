@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::cue::render::RenderError;
+use crate::cue::render_error::RenderError;
 
 /// The exported release: `kind: ModuleRelease`, `metadata`, `components`. The objects
 /// stay inside `exported` (checked, never copied out): a render at the caps is held once.

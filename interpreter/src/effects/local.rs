@@ -14,12 +14,14 @@ use crate::artifact::extract::ExtractError;
 use crate::artifact::fetch::FetchError;
 use crate::artifact::release_path::{PathError, resolve_path};
 use crate::cue::module_ref::{ModuleRef, ReleaseIdentity};
-use crate::cue::render::{RenderError, Rendered, Renderer};
+use crate::cue::render::{RenderError, RenderGate, Rendered, Renderer};
 use crate::ops::metrics::FetchObservation;
 
 /// Fetch and render, as the driver needs them.
 pub struct Local {
+    /// Downloads, verified and extracted, by digest.
     pub cache: ArtifactCache,
+    /// The `cue` runs, their cache and batches.
     pub renderer: Renderer,
 }
 
@@ -51,63 +53,107 @@ impl Local {
     }
 
     /// [`Self::render`] with the `module.secretRef` Docker config (`digest`, bytes) for
-    /// the module pull (SPEC §27).
+    /// the module pull (SPEC §27), alone and without a render turn.
     pub async fn render_with(
         &self,
         request: &RenderRequest,
         credentials: Option<(String, Vec<u8>)>,
     ) -> Result<(Value, u64), CoreRender> {
-        match request {
-            RenderRequest::Module {
-                path,
-                version,
-                values,
-                release_name,
-                release_namespace,
-                credentials: wanted,
-            } => {
-                if wanted.is_some() && credentials.is_none() {
-                    return Err(CoreRender::Io {
-                        message: "registry credentials of this attempt are not at hand".into(),
-                    });
-                }
-                let module = ModuleRef::new(path, version, None).map_err(render_error)?;
-                let identity = ReleaseIdentity {
-                    name: release_name.clone(),
-                    namespace: release_namespace.clone(),
-                };
-                let values = values
-                    .clone()
-                    .unwrap_or_else(|| Value::Object(Default::default()));
-                let rendered = self
-                    .renderer
+        let rendered = match request {
+            RenderRequest::Module { .. } => {
+                let (module, values, identity) = module_parts(request, credentials.is_some())?;
+                self.renderer
                     .render_module_cached_with(&module, &values, &identity, credentials)
                     .await
-                    .map_err(render_error)?;
-                Ok(Rendered::into_parts(rendered))
             }
-            RenderRequest::Artifact {
-                artifact_digest,
-                artifact_url,
-                path,
-            } => {
-                let handle = self
-                    .cache
-                    .get(artifact_url, artifact_digest)
-                    .await
-                    .map_err(|e| CoreRender::Refetch {
-                        error: fetch_error(e),
-                    })?;
-                let dir = resolve_path(handle.root(), path).map_err(path_error)?;
-                let rendered = self
-                    .renderer
-                    .render_package_cached(artifact_digest, path, &dir)
-                    .await
-                    .map_err(render_error)?;
-                Ok(Rendered::into_parts(rendered))
-            }
-        }
+            RenderRequest::Artifact { .. } => return self.render_artifact(request).await,
+        };
+        Ok(Rendered::into_parts(rendered.map_err(render_error)?))
     }
+
+    /// [`Self::render_with`] in fair turns of `gate` (SPEC §24): an artifact's render
+    /// takes a turn of `namespace`; a module's is batched with concurrent renders of the
+    /// same module version ([`Renderer::render_module_fair`]). `deadline` ends the attempt.
+    pub async fn render_fair<G: RenderGate>(
+        &self,
+        request: &RenderRequest,
+        credentials: Option<(String, Vec<u8>)>,
+        gate: &G,
+        namespace: &str,
+        deadline: std::time::Instant,
+    ) -> Result<(Value, u64), CoreRender> {
+        let rendered = match request {
+            RenderRequest::Module { .. } => {
+                let (module, values, identity) = module_parts(request, credentials.is_some())?;
+                self.renderer
+                    .render_module_fair(&module, &values, &identity, credentials, gate, deadline)
+                    .await
+            }
+            RenderRequest::Artifact { .. } => {
+                let _turn = gate.turn(namespace).await;
+                return self.render_artifact(request).await;
+            }
+        };
+        Ok(Rendered::into_parts(rendered.map_err(render_error)?))
+    }
+
+    async fn render_artifact(&self, request: &RenderRequest) -> Result<(Value, u64), CoreRender> {
+        let RenderRequest::Artifact {
+            artifact_digest,
+            artifact_url,
+            path,
+        } = request
+        else {
+            unreachable!("render_artifact is called with artifact requests only")
+        };
+        let handle = self
+            .cache
+            .get(artifact_url, artifact_digest)
+            .await
+            .map_err(|e| CoreRender::Refetch {
+                error: fetch_error(e),
+            })?;
+        let dir = resolve_path(handle.root(), path).map_err(path_error)?;
+        let rendered = self
+            .renderer
+            .render_package_cached(artifact_digest, path, &dir)
+            .await
+            .map_err(render_error)?;
+        Ok(Rendered::into_parts(rendered))
+    }
+}
+
+/// A module request's reference, values and release identity; refused when it wants
+/// registry credentials the attempt does not hold.
+fn module_parts(
+    request: &RenderRequest,
+    has_credentials: bool,
+) -> Result<(ModuleRef, Value, ReleaseIdentity), CoreRender> {
+    let RenderRequest::Module {
+        path,
+        version,
+        values,
+        release_name,
+        release_namespace,
+        credentials: wanted,
+    } = request
+    else {
+        unreachable!("module_parts is called with module requests only")
+    };
+    if wanted.is_some() && !has_credentials {
+        return Err(CoreRender::Io {
+            message: "registry credentials of this attempt are not at hand".into(),
+        });
+    }
+    let module = ModuleRef::new(path, version, None).map_err(render_error)?;
+    let identity = ReleaseIdentity {
+        name: release_name.clone(),
+        namespace: release_namespace.clone(),
+    };
+    let values = values
+        .clone()
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    Ok((module, values, identity))
 }
 
 /// Cache/fetch/extract errors → the core's fetch error classes.

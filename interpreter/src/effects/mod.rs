@@ -23,8 +23,6 @@ pub(crate) mod drift;
 pub(crate) mod fetch;
 pub(crate) mod finalizer;
 pub(crate) mod health;
-// Issue 17: its public items get docs with the render batching that reworks it.
-#[allow(missing_docs)]
 pub mod local;
 pub(crate) mod owners;
 pub(crate) mod prune;

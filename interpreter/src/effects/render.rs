@@ -1,13 +1,17 @@
-//! `Render`: `cue export` of the request, one fair turn of the render gate at a time
-//! (SPEC §24). `cue` sees the real Secret strings; the answer carries their digests again
+//! `Render`: `cue export` of the request, one fair turn of the render gate a `cue` run
+//! (SPEC §24; renders of one module version may share a run, see
+//! [`crate::cue::render::batch`]). `cue` sees the real Secret strings; the answer carries their digests again
 //! (SPEC §23, §27). [`crate::effects::local`] maps the renderer's errors to the core's `RenderError`.
 
 use opm_core::effect::RenderRequest;
 use opm_core::input::RenderOutput;
 use opm_core::{InputKind, RenderError};
 use serde_json::Value;
+use std::sync::Arc;
 
 use super::{Cx, within};
+use crate::cue::render::RenderGate;
+use crate::ops::admission::{Admission, Slot};
 
 pub(crate) async fn run(cx: &mut Cx<'_>, request: &RenderRequest) -> InputKind {
     let bound = cx.bound;
@@ -27,10 +31,17 @@ async fn render(cx: &mut Cx<'_>, request: &RenderRequest) -> InputKind {
         } => secrets.credentials(d).map(|b| (d.clone(), b.to_vec())),
         _ => None,
     };
-    let rendered = {
-        let _turn = rt.render_gate.acquire(&key.namespace).await;
-        rt.local.render_with(&request, credentials).await
-    };
+    let deadline = started + cx.bound;
+    let rendered = rt
+        .local
+        .render_fair(
+            &request,
+            credentials,
+            &Gate(&rt.render_gate),
+            &key.namespace,
+            deadline,
+        )
+        .await;
     rt.metrics.record_render(key, started.elapsed());
     let result = match rendered {
         Ok((mut value, bytes)) => {
@@ -46,6 +57,18 @@ async fn render(cx: &mut Cx<'_>, request: &RenderRequest) -> InputKind {
         Err(e) => Err(secrets.scrub_render_error(e)),
     };
     InputKind::Rendered { result }
+}
+
+/// The runtime's render gate as the renderer's [`RenderGate`]: one fair turn of
+/// `--max-concurrent-renders` per `cue` run, at most half of them for one namespace.
+struct Gate<'a>(&'a Arc<Admission>);
+
+impl RenderGate for Gate<'_> {
+    type Turn = Slot;
+
+    fn turn(&self, namespace: &str) -> impl Future<Output = Slot> + Send {
+        self.0.acquire(namespace)
+    }
 }
 
 /// The objects under `components.<c>.<key>` of an exported render (borrowed: a render at

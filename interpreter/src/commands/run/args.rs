@@ -86,6 +86,12 @@ pub struct RunArgs {
     /// `cue` runs at once; further renders queue (SPEC §24).
     #[arg(long, default_value_t = crate::cue::render::DEFAULT_MAX_CONCURRENT_RENDERS as u64, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub max_concurrent_renders: u64,
+    /// Most ModuleRelease renders of one module version (same registry and credentials)
+    /// that share one `cue` run while they wait for a turn; each still gets exactly its own
+    /// output, and a failing batch is retried one release at a time (issue 18). `1` renders
+    /// every release alone.
+    #[arg(long, default_value_t = crate::cue::render::DEFAULT_MAX_BATCH as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub max_render_batch: u64,
     /// Memory of one `cue` run (`1Gi`): its `GOMEMLIMIT`, and with 1.5 GiB of headroom its
     /// address-space rlimit; a run that dies of it stalls `RenderFailed` (SPEC §24). `0`
     /// runs `cue` unlimited.

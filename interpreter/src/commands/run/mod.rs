@@ -71,6 +71,7 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
     render.cue_cache_dir = Some(cache_dir.join("cue"));
     render.max_output_bytes = usize::try_from(args.max_render_bytes).unwrap_or(usize::MAX);
     render.max_concurrent = args.max_concurrent_renders as usize;
+    render.max_batch = args.max_render_batch as usize;
     render.memory_limit = (args.render_memory_limit > 0).then_some(args.render_memory_limit);
     let local = Local {
         cache,

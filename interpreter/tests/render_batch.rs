@@ -1,0 +1,275 @@
+//! Batched module renders (issue 18) with the real `cue` and a real `cue mod registry`:
+//! concurrent renders of one module version share one `cue` run, each gets the bytes its
+//! own run gives, a bad release fails alone with its own message, and renders of other
+//! versions or credentials never share a run.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use opm_operator::cue::module_ref::{
+    ModuleRef, ReleaseFiles, ReleaseIdentity, synthesise_batch, synthesise_release,
+};
+use opm_operator::cue::render::split::split_batch;
+use opm_operator::cue::render::{RenderConfig, RenderError, RenderGate, Renderer};
+use serde_json::{Value, json};
+use support::cue::{MODULE_PATH, Registry, cue_bin, write_tree};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// A render gate that stays shut until [`ShutGate::open`], then gives `turns` at once,
+/// and counts the turns it gave.
+struct ShutGate {
+    turns: Arc<Semaphore>,
+    given: AtomicU64,
+}
+
+impl ShutGate {
+    fn new() -> Self {
+        Self {
+            turns: Arc::new(Semaphore::new(0)),
+            given: AtomicU64::new(0),
+        }
+    }
+
+    fn open(&self, turns: usize) {
+        self.turns.add_permits(turns);
+    }
+}
+
+impl RenderGate for ShutGate {
+    type Turn = OwnedSemaphorePermit;
+
+    async fn turn(&self, _namespace: &str) -> OwnedSemaphorePermit {
+        let t = self.turns.clone().acquire_owned().await.unwrap();
+        self.given.fetch_add(1, Ordering::Relaxed);
+        t
+    }
+}
+
+fn renderer(reg: &Registry, cache: &std::path::Path, max_batch: usize) -> Renderer {
+    let mut cfg = RenderConfig::new(cue_bin());
+    cfg.registry = Some(reg.cue_registry());
+    cfg.cue_cache_dir = Some(cache.to_path_buf());
+    cfg.timeout = Duration::from_secs(30);
+    cfg.max_batch = max_batch;
+    Renderer::new(cfg)
+}
+
+fn module(version: &str) -> ModuleRef {
+    ModuleRef::new(MODULE_PATH, version, None).unwrap()
+}
+
+fn id(i: usize) -> ReleaseIdentity {
+    ReleaseIdentity {
+        name: format!("web-{i}"),
+        namespace: format!("team-{}", i % 3),
+    }
+}
+
+fn values(i: usize) -> Value {
+    json!({"replicas": 1 + i % 4, "message": format!("release {i} \"quoted\" é")})
+}
+
+type Request = (ModuleRef, Value, ReleaseIdentity, Option<(String, Vec<u8>)>);
+
+/// Renders every request at once through a shut gate, then opens it (two turns).
+async fn render_all(
+    r: &Renderer,
+    gate: &ShutGate,
+    requests: &[Request],
+) -> Vec<Result<Arc<opm_operator::cue::rendered::Rendered>, RenderError>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let renders = requests
+        .iter()
+        .map(|(m, v, i, c)| r.render_module_fair(m, v, i, c.clone(), gate, deadline));
+    let opener = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        gate.open(2);
+    };
+    let (out, ()) = tokio::join!(futures::future::join_all(renders), opener);
+    out
+}
+
+fn runs(r: &Renderer) -> (u64, u64, u64, u64) {
+    let s = r.stats();
+    (
+        s.runs.load(Ordering::Relaxed),
+        s.batch_runs.load(Ordering::Relaxed),
+        s.batched.load(Ordering::Relaxed),
+        s.batch_fallbacks.load(Ordering::Relaxed),
+    )
+}
+
+fn export(reg: &Registry, cache: &std::path::Path, files: &ReleaseFiles) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(
+        dir.path(),
+        &[
+            ("cue.mod/module.cue", files.module_cue.as_str()),
+            ("release.cue", files.release_cue.as_str()),
+        ],
+    );
+    let out = std::process::Command::new(cue_bin())
+        .args(["export", ".", "--out", "json"])
+        .current_dir(dir.path())
+        .env("CUE_REGISTRY", reg.cue_registry())
+        .env("CUE_CACHE_DIR", cache)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+#[test]
+fn batched_renders_are_byte_identical_to_single_ones() {
+    let reg = Registry::start();
+    reg.publish("v0.2.1");
+    let cache = tempfile::tempdir().unwrap();
+    let m = module("v0.2.1");
+    let members: Vec<(Value, ReleaseIdentity)> = (0..5).map(|i| (values(i), id(i))).collect();
+    let mut members_ref: Vec<(&Value, &ReleaseIdentity)> =
+        members.iter().map(|(v, i)| (v, i)).collect();
+    let empty = Value::Null;
+    let nobody = id(9);
+    members_ref.push((&empty, &nobody));
+    let batch = export(
+        &reg,
+        cache.path(),
+        &synthesise_batch(&m, &members_ref).unwrap(),
+    );
+    let parts = split_batch(&batch, members_ref.len()).expect("the batch output splits");
+    for ((v, i), part) in members_ref.iter().zip(&parts) {
+        let single = export(&reg, cache.path(), &synthesise_release(&m, v, i).unwrap());
+        assert_eq!(
+            String::from_utf8_lossy(part),
+            String::from_utf8_lossy(&single),
+            "{} renders the same bytes in a batch as alone",
+            i.name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_renders_of_one_version_share_one_cue_run() {
+    let reg = Registry::start();
+    reg.publish("v0.2.1");
+    let cache = tempfile::tempdir().unwrap();
+    let requests: Vec<Request> = (0..10)
+        .map(|i| (module("v0.2.1"), values(i), id(i), None))
+        .collect();
+    let batched = renderer(&reg, cache.path(), 16);
+    let gate = ShutGate::new();
+    let out = render_all(&batched, &gate, &requests).await;
+    assert_eq!(runs(&batched), (1, 1, 10, 0), "one cue run for ten renders");
+    // Each batch member withdrew its wait once answered: only the runner took a turn.
+    assert_eq!(gate.given.load(Ordering::Relaxed), 1);
+    let alone = renderer(&reg, cache.path(), 1);
+    for ((m, v, i, _), got) in requests.iter().zip(out) {
+        let got = got.expect("batched render");
+        let want = alone.render_module_cached(m, v, i).await.unwrap();
+        assert_eq!(got.exported, want.exported, "{}", i.name);
+        assert_eq!(got.bytes, want.bytes, "{}", i.name);
+        assert_eq!(got.exported["metadata"]["name"], i.name.as_str());
+    }
+    assert_eq!(runs(&alone).0, 10);
+    // The batch filled the render cache: the same renders again need no cue run.
+    let again = render_all(&batched, &ShutGate::new(), &requests[..3]).await;
+    assert!(again.iter().all(Result::is_ok));
+    assert_eq!(runs(&batched).0, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_release_fails_alone_with_its_own_message_and_the_others_render() {
+    let reg = Registry::start();
+    reg.publish("v0.2.1");
+    let cache = tempfile::tempdir().unwrap();
+    let bad = 2;
+    let mut requests: Vec<Request> = (0..5)
+        .map(|i| (module("v0.2.1"), values(i), id(i), None))
+        .collect();
+    requests[bad].1 = json!({"replicas": 0});
+    let r = renderer(&reg, cache.path(), 16);
+    let out = render_all(&r, &ShutGate::new(), &requests).await;
+    // One failed batch run, then each member alone.
+    assert_eq!(runs(&r), (6, 1, 0, 1));
+    let alone = renderer(&reg, cache.path(), 1);
+    for (n, ((m, v, i, _), got)) in requests.iter().zip(&out).enumerate() {
+        let want = alone.render_module_cached(m, v, i).await;
+        match (got, want) {
+            (Ok(got), Ok(want)) if n != bad => assert_eq!(got.exported, want.exported),
+            (Err(got), Err(want)) if n == bad => {
+                assert_eq!(got, &want, "its own single-run error");
+                let RenderError::Evaluation { message } = got else {
+                    panic!("{got:?}")
+                };
+                assert!(message.contains("replicas"), "{message}");
+                assert!(!message.contains("r2"), "no batch field in {message}");
+            }
+            (got, want) => panic!("member {n}: {got:?} against {want:?}"),
+        }
+    }
+    // The bad release now renders alone, so new releases batch without it.
+    let mut next: Vec<Request> = vec![requests[bad].clone()];
+    next.extend((5..8).map(|i| (module("v0.2.1"), values(i), id(i), None)));
+    let out = render_all(&r, &ShutGate::new(), &next).await;
+    assert!(out[0].is_err());
+    assert!(out[1..].iter().all(Result::is_ok));
+    assert_eq!(
+        runs(&r),
+        (8, 2, 3, 1),
+        "the bad one alone, the three in one batch"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_versions_and_credentials_never_share_a_run() {
+    let reg = Registry::start();
+    reg.publish("v0.2.0");
+    reg.publish("v0.2.1");
+    let cache = tempfile::tempdir().unwrap();
+    // The registry asks for no credentials: two Docker configs that differ only in their
+    // digest pull the same module, each with its own config and module cache.
+    let creds = |user: &str| {
+        let config = format!("{{\"auths\":{{\"example.invalid\":{{\"username\":\"{user}\"}}}}}}");
+        Some((format!("sha256:{user}"), config.into_bytes()))
+    };
+    let groups = [
+        ("v0.2.0", None),
+        ("v0.2.1", None),
+        ("v0.2.1", creds("alice")),
+        ("v0.2.1", creds("bob")),
+    ];
+    let requests: Vec<Request> = (0..12)
+        .map(|i| {
+            let (version, c) = &groups[i % groups.len()];
+            (
+                module(version),
+                json!({"replicas": 1 + i % 4}),
+                id(i),
+                c.clone(),
+            )
+        })
+        .collect();
+    let r = renderer(&reg, cache.path(), 16);
+    let out = render_all(&r, &ShutGate::new(), &requests).await;
+    assert_eq!(
+        runs(&r),
+        (4, 4, 12, 0),
+        "one batch per version and credentials"
+    );
+    for ((m, _, i, _), got) in requests.iter().zip(out) {
+        let got = got.expect("render");
+        assert_eq!(
+            got.exported["components"]["config"]["cm"]["data"]["message"],
+            format!("hello from {}", m.version),
+            "{} renders its own version",
+            i.name
+        );
+    }
+}
