@@ -60,6 +60,12 @@ pub fn names(own: &ReleaseKey, r: &DependencyRef, dep: &ReleaseKey) -> bool {
         && namespace_of(own, r) == dep.namespace
 }
 
+/// Whether release `own`, with these `dependsOn` entries, depends on `dep`: what a
+/// dependency turning Ready re-triggers (SPEC §14, [`crate::triggers`]).
+pub fn depends_on(own: &ReleaseKey, refs: &[DependencyRef], dep: &ReleaseKey) -> bool {
+    refs.iter().any(|r| names(own, r, dep))
+}
+
 /// Checks made before anything is read: self-reference and cross-namespace policy, in order.
 pub fn precheck(
     own: &ReleaseKey,

@@ -19,10 +19,10 @@ use crate::input::{
 };
 use crate::object::{ReleaseKey, ResourceId};
 use crate::outcome::Outcome;
+use crate::triggers;
 
 use super::faults::FaultError;
 use super::rbac::Verb;
-use super::releases::ready_status;
 use super::{SourceId, World, add};
 
 /// An event the core emitted, with when and for whom.
@@ -189,16 +189,12 @@ impl World {
                     None => self.releases.add_finalizer(key, finalizer),
                 },
             },
-            Effect::RemoveFinalizer { finalizer } => {
-                let result = match api_err {
+            Effect::RemoveFinalizer { finalizer } => InputKind::FinalizerRemoved {
+                result: match api_err {
                     Some(e) => Err(e),
                     None => self.releases.remove_finalizer(key, finalizer),
-                };
-                if self.releases.get(key).is_none() {
-                    self.metrics.forget(key);
-                }
-                InputKind::FinalizerRemoved { result }
-            }
+                },
+            },
             Effect::CheckDependencies { namespace, refs } => InputKind::DependenciesChecked {
                 result: match api_err {
                     Some(e) => Err(e),
@@ -570,13 +566,12 @@ impl World {
         patch: &Value,
         claimed: &crate::api::ReleaseStatus,
     ) -> Result<(), ApiError> {
-        let was_ready = self.releases.get(key).map(ready_status);
+        let was_ready = triggers::is_ready(self.releases.get(key).and_then(|o| o.status()));
         let stored = self.releases.patch_status(key, patch)?;
         if &stored != claimed {
             self.current.status_mismatches += 1;
         }
-        let ready = self.releases.get(key).map(ready_status);
-        if ready.as_deref() == Some("True") && was_ready.as_deref() != Some("True") {
+        if triggers::retriggers_dependents(was_ready, Some(&stored)) {
             self.trigger_dependents(key);
         }
         Ok(())

@@ -3,8 +3,12 @@
 //! core.
 
 pub mod admission;
+// `controller::controller` is the public path the tests and the cli use.
+#[allow(clippy::module_inception)]
 pub mod controller;
 pub mod driver;
 pub mod jitter;
+mod panics;
 pub mod runtime;
 pub mod unpersisted;
+mod watches;
