@@ -24,8 +24,8 @@
 //!   [`Stuck`] instead of spinning);
 //! * observe: [`World::timeline`], [`World::logs`] (full [`AttemptLog`]s), [`World::events`],
 //!   [`World::metrics`], [`World::store`], [`World::releases`];
-//! * as data: a [`Scenario`] (serde; YAML/JSON for `opm-sim run`) builds and runs a world,
-//!   and [`timeline_text`] prints its timeline.
+//! * as data: `opm-sim`'s scenario format (its `scenario` module) builds and runs a world
+//!   from YAML or JSON; [`WorldEvent`] is the serde form of each scheduled change.
 
 mod catalog;
 mod driver;
@@ -38,7 +38,6 @@ mod log;
 mod prng;
 mod rbac;
 mod releases;
-mod scenario;
 mod store;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,10 +57,6 @@ pub use log::{AttemptLog, TimelineEntry, Trigger};
 pub use prng::SplitMix64;
 pub use rbac::{Grant, Rbac, Verb};
 pub use releases::{EditError, ReleaseRecord, Releases, merge_patch};
-pub use scenario::{
-    Scenario, ScenarioAccount, ScenarioError, ScenarioEvent, ScenarioFault, ScenarioModule,
-    ScenarioSource, expand_copies, release_count, release_from_manifest, timeline_text,
-};
 pub use store::{FieldPath, Managers, Store, StoredObject};
 
 use crate::config::Config;
