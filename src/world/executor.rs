@@ -295,44 +295,12 @@ impl World {
                 }
                 InputKind::Applied { report }
             }
-            Effect::InspectOwners { targets, identity } => {
-                let mut objects = Vec::with_capacity(targets.len());
-                for (i, id) in targets.iter().enumerate() {
-                    let result = match (&api_err, i) {
-                        (Some(e), 0) => Err(e.clone()),
-                        _ => self.authorize(identity.as_ref(), Verb::Get, id).map(|()| {
-                            self.store.get(id).map(|o| LiveMeta {
-                                uid: o.uid.clone(),
-                                labels: o.labels(),
-                            })
-                        }),
-                    };
-                    objects.push(LiveObject {
-                        id: id.clone(),
-                        result,
-                    });
-                }
-                InputKind::OwnersInspected { objects }
-            }
-            Effect::InspectStale { targets, identity } => {
-                let mut objects = Vec::with_capacity(targets.len());
-                for (i, id) in targets.iter().enumerate() {
-                    let result = match (&api_err, i) {
-                        (Some(e), 0) => Err(e.clone()),
-                        _ => self.authorize(identity.as_ref(), Verb::Get, id).map(|()| {
-                            self.store.get(id).map(|o| LiveMeta {
-                                uid: o.uid.clone(),
-                                labels: o.labels(),
-                            })
-                        }),
-                    };
-                    objects.push(LiveObject {
-                        id: id.clone(),
-                        result,
-                    });
-                }
-                InputKind::StaleInspected { objects }
-            }
+            Effect::InspectOwners { targets, identity } => InputKind::OwnersInspected {
+                objects: self.inspect(targets, identity.as_ref(), api_err.as_ref()),
+            },
+            Effect::InspectStale { targets, identity } => InputKind::StaleInspected {
+                objects: self.inspect(targets, identity.as_ref(), api_err.as_ref()),
+            },
             Effect::Prune {
                 deletions,
                 identity,
@@ -558,6 +526,35 @@ impl World {
             value,
             cluster_scoped: cluster_scoped.into_iter().collect(),
         })
+    }
+
+    /// The live metadata of each target, read as `identity`; an injected error fails the
+    /// first (both owner and stale inspections read this way).
+    fn inspect(
+        &self,
+        targets: &[ResourceId],
+        identity: Option<&Impersonation>,
+        injected: Option<&ApiError>,
+    ) -> Vec<LiveObject> {
+        targets
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let result = match (injected, i) {
+                    (Some(e), 0) => Err(e.clone()),
+                    _ => self.authorize(identity, Verb::Get, id).map(|()| {
+                        self.store.get(id).map(|o| LiveMeta {
+                            uid: o.uid.clone(),
+                            labels: o.labels(),
+                        })
+                    }),
+                };
+                LiveObject {
+                    id: id.clone(),
+                    result,
+                }
+            })
+            .collect()
     }
 
     fn patch_status(
