@@ -3,8 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::DependencyRef;
-use crate::input::DependencyReport;
-use crate::object::{Kind, ReleaseKey};
+use crate::constants::conditions;
+use crate::input::{DependencyReport, ReleaseSnapshot};
+use crate::object::{Kind, ReleaseKey, ReleaseObject};
 use crate::outcome::{Failure, reasons};
 
 /// Fills in each entry's namespace (the release's) and kind (the release's own).
@@ -52,12 +53,43 @@ pub fn key_of(own: &ReleaseKey, r: &DependencyRef) -> ReleaseKey {
     }
 }
 
+/// A release as the dependency check sees it: its Ready status, generations and
+/// `dependsOn` resolved with [`key_of`] (the interpreter's read and the simulated world
+/// both build their reports with it).
+pub fn snapshot(obj: &ReleaseObject) -> ReleaseSnapshot {
+    let key = obj.key();
+    let status = obj.status();
+    let ready = status
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == conditions::READY))
+        .map(|c| c.status.clone())
+        .unwrap_or_default();
+    let depends_on = obj
+        .common()
+        .depends_on
+        .iter()
+        .map(|d| key_of(&key, d))
+        .collect();
+    ReleaseSnapshot {
+        generation: obj.meta().generation.unwrap_or_default(),
+        observed_generation: status.map(|s| s.observed_generation).unwrap_or_default(),
+        ready,
+        depends_on,
+        key,
+    }
+}
+
 /// Whether `r`, in release `own`'s `dependsOn`, names `dep`; allocates nothing, as it runs
 /// for every release on every Ready transition.
 pub fn names(own: &ReleaseKey, r: &DependencyRef, dep: &ReleaseKey) -> bool {
     r.name == dep.name
         && Kind::parse(&r.kind).unwrap_or(own.kind) == dep.kind
         && namespace_of(own, r) == dep.namespace
+}
+
+/// Whether release `own`, with these `dependsOn` entries, depends on `dep`: what a
+/// dependency turning Ready re-triggers (SPEC §14, [`crate::triggers`]).
+pub fn depends_on(own: &ReleaseKey, refs: &[DependencyRef], dep: &ReleaseKey) -> bool {
+    refs.iter().any(|r| names(own, r, dep))
 }
 
 /// Checks made before anything is read: self-reference and cross-namespace policy, in order.

@@ -85,6 +85,7 @@ pub mod render_value;
 pub mod source;
 pub mod status;
 pub mod trace;
+pub mod triggers;
 pub mod values_from;
 pub mod world;
 

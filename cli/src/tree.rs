@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use opm_core::health::{self, HealthRules};
-use opm_core::{Kind, ReleaseKey, ReleaseObject, ResourceId};
+use opm_core::{ReleaseObject, ResourceId};
 use serde::Serialize;
 
 use crate::connect::Session;
@@ -105,20 +105,7 @@ pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
     }
     let mut depends_on = Vec::new();
     for d in &obj.common().depends_on {
-        let kind = if d.kind.is_empty() {
-            key.kind
-        } else {
-            Kind::parse(&d.kind).unwrap_or(key.kind)
-        };
-        let dkey = ReleaseKey {
-            kind,
-            namespace: if d.namespace.is_empty() {
-                key.namespace.clone()
-            } else {
-                d.namespace.clone()
-            },
-            name: d.name.clone(),
-        };
+        let dkey = opm_core::deps::key_of(&key, d);
         let ready = match releases::read(&s.client, &dkey).await {
             Ok(o) => ready_words(&o),
             Err(e) => format!("unreadable: {e}"),

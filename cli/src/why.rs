@@ -164,19 +164,16 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
     }
     if reason == reasons::DEPENDENCIES_NOT_READY {
         for d in &obj.common().depends_on {
+            let dep = opm_core::deps::key_of(&key, d);
+            // As written when not one we know (the release is stalled naming it).
             let kind = if d.kind.is_empty() {
-                key.kind.as_str().to_string()
+                dep.kind.as_str()
             } else {
-                d.kind.clone()
-            };
-            let ns = if d.namespace.is_empty() {
-                key.namespace.clone()
-            } else {
-                d.namespace.clone()
+                d.kind.as_str()
             };
             triggers.push(format!(
-                "the dependency {kind} {ns}/{} becoming Ready",
-                d.name
+                "the dependency {kind} {} becoming Ready",
+                dep.display()
             ));
         }
     }

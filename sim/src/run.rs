@@ -6,9 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use opm_core::world::{
-    AttemptLog, Retention, Scenario, ScenarioError, World, WorldError, release_count,
-};
+use opm_core::world::{AttemptLog, Retention, World, WorldError};
+use opm_sim::scenario::{Scenario, ScenarioError, release_count};
 
 use crate::report::{Report, offset};
 use crate::svg::Picture;

@@ -82,6 +82,7 @@ impl World {
         self.clear_due(key);
         let started_at = self.now;
         let object = self.releases.get(key).cloned().map(Box::new);
+        let found = object.is_some();
         let first = Input::new(
             started_at,
             InputKind::Observed {
@@ -145,6 +146,10 @@ impl World {
             steps += 1;
         };
         let (outcome, reason, requeue_after) = done;
+        // SPEC §21: as the operator does, at the attempt's end (its last metrics included).
+        if crate::triggers::forgets_series(found, &reason) {
+            self.metrics.forget(key);
+        }
         let mut requeue = requeue_after;
         if self.jitter
             && matches!(

@@ -1,9 +1,10 @@
 //! Things that happen to the world over time, and the watch events they cause.
 //!
-//! Watches follow the interpreter's predicates: spec changes (generation), deletion, a new
-//! `reconcile.opmodel.dev/requestedAt` value, any annotation change on a deleting release,
-//! a source's artifact revision/digest change, a dependency turning Ready and a
-//! ServiceAccount appearing re-trigger at once. RBAC edits, object tampering and source
+//! Watches follow the interpreter's predicates, the rules of [`crate::triggers`]: spec
+//! changes (generation), deletion, a new `reconcile.opmodel.dev/requestedAt` value, any
+//! annotation change on a deleting release, a source's artifact revision/digest change and
+//! a dependency turning Ready re-trigger at once; a ServiceAccount appearing re-triggers the
+//! releases of its namespace waiting for one, 3 s later. RBAC edits, object tampering and source
 //! readiness alone do not: they are seen at the next periodic attempt.
 
 use serde::{Deserialize, Serialize};
@@ -12,6 +13,8 @@ use serde_json::{Value, json};
 use crate::api::{Condition, ReleaseStatus};
 use crate::constants::{REQUESTED_AT_ANNOTATION, conditions};
 use crate::object::{ReleaseKey, ReleaseObject, ResourceId};
+use crate::triggers;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{ArtifactDef, Fault, FieldPath, Grant, SourceId, World, WorldError};
 
@@ -118,30 +121,20 @@ impl World {
             WorldEvent::CreateRelease { object } => {
                 self.create_release(*object)?;
             }
-            WorldEvent::EditSpec { key, patch } => {
-                if self.releases.edit_spec(&key, &patch)? {
-                    self.trigger(&key, "specChanged");
-                }
-            }
-            WorldEvent::Suspend { key } => {
-                if self.releases.edit_spec(&key, &json!({"suspend": true}))? {
-                    self.trigger(&key, "specChanged");
-                }
-            }
-            WorldEvent::Resume { key } => {
-                if self.releases.edit_spec(&key, &json!({"suspend": null}))? {
-                    self.trigger(&key, "specChanged");
-                }
-            }
+            WorldEvent::EditSpec { key, patch } => self.edit_spec(&key, &patch)?,
+            WorldEvent::Suspend { key } => self.edit_spec(&key, &json!({"suspend": true}))?,
+            WorldEvent::Resume { key } => self.edit_spec(&key, &json!({"suspend": null}))?,
             WorldEvent::Annotate { key, name, value } => self.annotate(&key, &name, value),
             WorldEvent::RequestReconcile { key, token } => {
                 self.annotate(&key, REQUESTED_AT_ANNOTATION, Some(token))
             }
             WorldEvent::Delete { key } => {
+                let before = self.meta_of(&key);
                 if self.releases.delete(&key, self.now) {
                     if self.releases.get(&key).is_some() {
-                        self.trigger(&key, "deleting");
+                        self.trigger_on_change(&key, before, "deleting");
                     } else {
+                        // Gone at once (no finalizer): no attempt follows.
                         self.clear_due(&key);
                         self.metrics.forget(&key);
                     }
@@ -195,19 +188,44 @@ impl World {
     }
 
     fn annotate(&mut self, key: &ReleaseKey, name: &str, value: Option<String>) {
-        let before = self
-            .releases
-            .get(key)
-            .and_then(|o| o.meta().annotations.as_ref()?.get(name).cloned());
-        if before == value || !self.releases.annotate(key, name, value.as_deref()) {
+        let before = self.meta_of(key);
+        let current = before
+            .as_ref()
+            .and_then(|m| m.annotations.as_ref()?.get(name));
+        if current == value.as_ref() {
             return;
         }
-        let deleting = self
-            .releases
-            .get(key)
-            .is_some_and(|o| o.meta().deletion_timestamp.is_some());
-        if name == REQUESTED_AT_ANNOTATION || deleting {
-            self.trigger(key, "annotationChanged");
+        if self.releases.annotate(key, name, value.as_deref()) {
+            self.trigger_on_change(key, before, "annotationChanged");
+        }
+    }
+
+    fn edit_spec(&mut self, key: &ReleaseKey, patch: &Value) -> Result<(), WorldError> {
+        let before = self.meta_of(key);
+        if self.releases.edit_spec(key, patch)? {
+            self.trigger_on_change(key, before, "specChanged");
+        }
+        Ok(())
+    }
+
+    fn meta_of(&self, key: &ReleaseKey) -> Option<ObjectMeta> {
+        self.releases.get(key).map(|o| o.meta().clone())
+    }
+
+    /// The watch predicate ([`triggers::starts_attempt`]): the release is due when its
+    /// metadata changed from `before` in a way that starts an attempt.
+    fn trigger_on_change(
+        &mut self,
+        key: &ReleaseKey,
+        before: Option<ObjectMeta>,
+        why: &'static str,
+    ) {
+        let starts = match (before, self.releases.get(key)) {
+            (Some(b), Some(a)) => triggers::starts_attempt(&b, a.meta()),
+            _ => false,
+        };
+        if starts {
+            self.trigger(key, why);
         }
     }
 
@@ -216,6 +234,7 @@ impl World {
             return;
         };
         let generation = o.meta().generation.unwrap_or(0);
+        let was_ready = triggers::is_ready(o.status());
         let mut status: ReleaseStatus = o.status().cloned().unwrap_or_default();
         status.observed_generation = generation;
         status.conditions.retain(|c| c.type_ != conditions::READY);
@@ -234,8 +253,9 @@ impl World {
             )),
             observed_generation: generation,
         });
+        let retrigger = triggers::retriggers_dependents(was_ready, Some(&status));
         self.releases.set_status(key, status);
-        if ready {
+        if retrigger {
             self.trigger_dependents(key);
         }
     }

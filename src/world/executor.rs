@@ -19,10 +19,10 @@ use crate::input::{
 };
 use crate::object::{ReleaseKey, ResourceId};
 use crate::outcome::Outcome;
+use crate::triggers;
 
 use super::faults::FaultError;
 use super::rbac::Verb;
-use super::releases::ready_status;
 use super::{SourceId, World, add};
 
 /// An event the core emitted, with when and for whom.
@@ -189,16 +189,12 @@ impl World {
                     None => self.releases.add_finalizer(key, finalizer),
                 },
             },
-            Effect::RemoveFinalizer { finalizer } => {
-                let result = match api_err {
+            Effect::RemoveFinalizer { finalizer } => InputKind::FinalizerRemoved {
+                result: match api_err {
                     Some(e) => Err(e),
                     None => self.releases.remove_finalizer(key, finalizer),
-                };
-                if self.releases.get(key).is_none() {
-                    self.metrics.forget(key);
-                }
-                InputKind::FinalizerRemoved { result }
-            }
+                },
+            },
             Effect::CheckDependencies { namespace, refs } => InputKind::DependenciesChecked {
                 result: match api_err {
                     Some(e) => Err(e),
@@ -299,44 +295,12 @@ impl World {
                 }
                 InputKind::Applied { report }
             }
-            Effect::InspectOwners { targets, identity } => {
-                let mut objects = Vec::with_capacity(targets.len());
-                for (i, id) in targets.iter().enumerate() {
-                    let result = match (&api_err, i) {
-                        (Some(e), 0) => Err(e.clone()),
-                        _ => self.authorize(identity.as_ref(), Verb::Get, id).map(|()| {
-                            self.store.get(id).map(|o| LiveMeta {
-                                uid: o.uid.clone(),
-                                labels: o.labels(),
-                            })
-                        }),
-                    };
-                    objects.push(LiveObject {
-                        id: id.clone(),
-                        result,
-                    });
-                }
-                InputKind::OwnersInspected { objects }
-            }
-            Effect::InspectStale { targets, identity } => {
-                let mut objects = Vec::with_capacity(targets.len());
-                for (i, id) in targets.iter().enumerate() {
-                    let result = match (&api_err, i) {
-                        (Some(e), 0) => Err(e.clone()),
-                        _ => self.authorize(identity.as_ref(), Verb::Get, id).map(|()| {
-                            self.store.get(id).map(|o| LiveMeta {
-                                uid: o.uid.clone(),
-                                labels: o.labels(),
-                            })
-                        }),
-                    };
-                    objects.push(LiveObject {
-                        id: id.clone(),
-                        result,
-                    });
-                }
-                InputKind::StaleInspected { objects }
-            }
+            Effect::InspectOwners { targets, identity } => InputKind::OwnersInspected {
+                objects: self.inspect(targets, identity.as_ref(), api_err.as_ref()),
+            },
+            Effect::InspectStale { targets, identity } => InputKind::StaleInspected {
+                objects: self.inspect(targets, identity.as_ref(), api_err.as_ref()),
+            },
             Effect::Prune {
                 deletions,
                 identity,
@@ -564,19 +528,47 @@ impl World {
         })
     }
 
+    /// The live metadata of each target, read as `identity`; an injected error fails the
+    /// first (both owner and stale inspections read this way).
+    fn inspect(
+        &self,
+        targets: &[ResourceId],
+        identity: Option<&Impersonation>,
+        injected: Option<&ApiError>,
+    ) -> Vec<LiveObject> {
+        targets
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let result = match (injected, i) {
+                    (Some(e), 0) => Err(e.clone()),
+                    _ => self.authorize(identity, Verb::Get, id).map(|()| {
+                        self.store.get(id).map(|o| LiveMeta {
+                            uid: o.uid.clone(),
+                            labels: o.labels(),
+                        })
+                    }),
+                };
+                LiveObject {
+                    id: id.clone(),
+                    result,
+                }
+            })
+            .collect()
+    }
+
     fn patch_status(
         &mut self,
         key: &ReleaseKey,
         patch: &Value,
         claimed: &crate::api::ReleaseStatus,
     ) -> Result<(), ApiError> {
-        let was_ready = self.releases.get(key).map(ready_status);
+        let was_ready = triggers::is_ready(self.releases.get(key).and_then(|o| o.status()));
         let stored = self.releases.patch_status(key, patch)?;
         if &stored != claimed {
             self.current.status_mismatches += 1;
         }
-        let ready = self.releases.get(key).map(ready_status);
-        if ready.as_deref() == Some("True") && was_ready.as_deref() != Some("True") {
+        if triggers::retriggers_dependents(was_ready, Some(&stored)) {
             self.trigger_dependents(key);
         }
         Ok(())

@@ -24,8 +24,8 @@
 //!   [`Stuck`] instead of spinning);
 //! * observe: [`World::timeline`], [`World::logs`] (full [`AttemptLog`]s), [`World::events`],
 //!   [`World::metrics`], [`World::store`], [`World::releases`];
-//! * as data: a [`Scenario`] (serde; YAML/JSON for `opm-sim run`) builds and runs a world,
-//!   and [`timeline_text`] prints its timeline.
+//! * as data: `opm-sim`'s scenario format (its `scenario` module) builds and runs a world
+//!   from YAML or JSON; [`WorldEvent`] is the serde form of each scheduled change.
 
 mod catalog;
 mod driver;
@@ -38,7 +38,6 @@ mod log;
 mod prng;
 mod rbac;
 mod releases;
-mod scenario;
 mod store;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,15 +57,12 @@ pub use log::{AttemptLog, TimelineEntry, Trigger};
 pub use prng::SplitMix64;
 pub use rbac::{Grant, Rbac, Verb};
 pub use releases::{EditError, ReleaseRecord, Releases, merge_patch};
-pub use scenario::{
-    Scenario, ScenarioAccount, ScenarioError, ScenarioEvent, ScenarioFault, ScenarioModule,
-    ScenarioSource, expand_copies, release_count, release_from_manifest, timeline_text,
-};
 pub use store::{FieldPath, Managers, Store, StoredObject};
 
 use crate::config::Config;
 use crate::input::{InputError, SourceArtifact};
 use crate::object::{ReleaseKey, ReleaseObject, ResourceId};
+use crate::triggers;
 
 /// Why the world could not go on. Each names the release whose attempt broke a rule.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -277,7 +273,8 @@ impl World {
         adv
     }
 
-    /// Creates a ServiceAccount with its grants; releases of its namespace re-trigger.
+    /// Creates a ServiceAccount with its grants; the releases of its namespace waiting for
+    /// one re-trigger [`triggers::SERVICE_ACCOUNT_SETTLE`] later, as the operator does.
     pub fn add_service_account(&mut self, ns: &str, name: &str, grants: Vec<Grant>) -> &mut Self {
         self.rbac.create_account(ns, name);
         for g in grants {
@@ -285,12 +282,15 @@ impl World {
         }
         let keys: Vec<ReleaseKey> = self
             .releases
-            .keys()
-            .filter(|k| k.namespace == ns)
-            .cloned()
+            .iter()
+            .filter(|(k, r)| {
+                k.namespace == ns && triggers::waits_for_service_account(r.object.status())
+            })
+            .map(|(k, _)| k.clone())
             .collect();
+        let at = add(self.now, triggers::SERVICE_ACCOUNT_SETTLE);
         for k in keys {
-            self.trigger(&k, "serviceAccountCreated");
+            self.trigger_at(&k, at, "serviceAccountCreated");
         }
         self
     }
@@ -347,12 +347,17 @@ impl World {
 
     /// A watch event: the release is due now (unless already due sooner).
     fn trigger(&mut self, key: &ReleaseKey, why: &'static str) {
+        self.trigger_at(key, self.now, why);
+    }
+
+    /// A watch event that re-queues the release at `at` (unless already due sooner).
+    fn trigger_at(&mut self, key: &ReleaseKey, at: Timestamp, why: &'static str) {
         if self.releases.record(key).is_none_or(|r| r.external) {
             return;
         }
         let now = self.now;
-        if self.due.get(key).is_none_or(|d| *d > now) {
-            self.set_due(key, now);
+        if self.due.get(key).is_none_or(|d| *d > at) {
+            self.set_due(key, at);
         }
         self.changed_at.insert(key.clone(), now);
         if self.retention == Retention::Full {
@@ -396,13 +401,7 @@ impl World {
         let dependents: Vec<ReleaseKey> = self
             .releases
             .with_depends_on()
-            .filter(|(k, r)| {
-                r.object
-                    .common()
-                    .depends_on
-                    .iter()
-                    .any(|d| crate::deps::names(k, d, dep))
-            })
+            .filter(|(k, r)| crate::deps::depends_on(k, &r.object.common().depends_on, dep))
             .map(|(k, _)| k.clone())
             .collect();
         for k in dependents {

@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api::ReleaseStatus;
-use crate::constants::conditions;
 use crate::input::{ApiError, ReleaseSnapshot};
 use crate::object::{ReleaseKey, ReleaseObject};
 
@@ -62,14 +61,6 @@ fn set_spec(o: &mut ReleaseObject, v: Value) -> Result<(), serde_json::Error> {
         ReleaseObject::Release(r) => r.spec = serde_json::from_value(v)?,
     }
     Ok(())
-}
-
-/// The `Ready` condition's status, or empty.
-pub fn ready_status(o: &ReleaseObject) -> String {
-    o.status()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == conditions::READY))
-        .map(|c| c.status.clone())
-        .unwrap_or_default()
 }
 
 /// A release and whether the world reconciles it (`external` ones are only read, e.g.
@@ -325,20 +316,7 @@ impl Releases {
 
     /// The dependency check's view of one release (SPEC §14).
     pub fn snapshot(&self, key: &ReleaseKey) -> Option<ReleaseSnapshot> {
-        let o = self.get(key)?;
-        let depends_on = o
-            .common()
-            .depends_on
-            .iter()
-            .map(|d| crate::deps::key_of(key, d))
-            .collect();
-        Some(ReleaseSnapshot {
-            key: key.clone(),
-            generation: o.meta().generation.unwrap_or(0),
-            observed_generation: o.status().map(|s| s.observed_generation).unwrap_or(0),
-            ready: ready_status(o),
-            depends_on,
-        })
+        self.get(key).map(crate::deps::snapshot)
     }
 }
 

@@ -565,22 +565,9 @@ impl Store {
     /// DELETE with a UID precondition.
     pub fn delete(&mut self, id: &ResourceId, uid: Option<&str>) -> Result<(), ApiError> {
         let key = key_of(id);
-        match self.objects.get(&key) {
-            None => Err(ApiError::NotFound {
-                message: format!("{} \"{}\" not found", id.kind, id.name),
-            }),
-            Some(live) if uid.is_some_and(|u| u != live.uid) => Err(ApiError::Conflict {
-                message: format!(
-                    "Precondition failed: UID in precondition: {}, UID in object meta: {}",
-                    uid.unwrap_or_default(),
-                    live.uid
-                ),
-            }),
-            Some(_) => {
-                self.objects.remove(&key);
-                Ok(())
-            }
-        }
+        precondition(id, uid, self.objects.get_mut(&key))?;
+        self.objects.remove(&key);
+        Ok(())
     }
 
     /// Removes `keys` from the object's labels (a merge patch with `null`s), after the same
@@ -592,28 +579,14 @@ impl Store {
         keys: &[&str],
     ) -> Result<(), ApiError> {
         let rv = self.next_rv();
-        let key = key_of(id);
-        match self.objects.get_mut(&key) {
-            None => Err(ApiError::NotFound {
-                message: format!("{} \"{}\" not found", id.kind, id.name),
-            }),
-            Some(live) if uid.is_some_and(|u| u != live.uid) => Err(ApiError::Conflict {
-                message: format!(
-                    "Precondition failed: UID in precondition: {}, UID in object meta: {}",
-                    uid.unwrap_or_default(),
-                    live.uid
-                ),
-            }),
-            Some(live) => {
-                for k in keys {
-                    let f = FieldPath::new(LABELS, k);
-                    live.fields.remove(&f);
-                    live.owners.remove(&f);
-                }
-                live.resource_version = rv;
-                Ok(())
-            }
+        let live = precondition(id, uid, self.objects.get_mut(&key_of(id)))?;
+        for k in keys {
+            let f = FieldPath::new(LABELS, k);
+            live.fields.remove(&f);
+            live.owners.remove(&f);
         }
+        live.resource_version = rv;
+        Ok(())
     }
 
     /// Another actor writes one field and takes it over (`kubectl edit`, an HPA, ...).
@@ -660,6 +633,28 @@ impl Store {
             // Cluster-scoped and new: apply cannot fail.
             let _ = self.apply(&id, &manifest, "cluster-admin", true, false);
         }
+    }
+}
+
+/// The object a write with this UID precondition may change: `NotFound` when absent,
+/// `Conflict` when another object (another UID) now has its name.
+fn precondition<'a>(
+    id: &ResourceId,
+    uid: Option<&str>,
+    live: Option<&'a mut StoredObject>,
+) -> Result<&'a mut StoredObject, ApiError> {
+    match live {
+        None => Err(ApiError::NotFound {
+            message: format!("{} \"{}\" not found", id.kind, id.name),
+        }),
+        Some(live) if uid.is_some_and(|u| u != live.uid) => Err(ApiError::Conflict {
+            message: format!(
+                "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                uid.unwrap_or_default(),
+                live.uid
+            ),
+        }),
+        Some(live) => Ok(live),
     }
 }
 

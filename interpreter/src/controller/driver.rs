@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use opm_core::effect::Effect;
 use opm_core::machine::Attempt;
 use opm_core::trace::{Recorder, TraceHeader};
+use opm_core::triggers;
 use opm_core::{Input, InputKind, Outcome, ReleaseKey, ReleaseObject};
 use tracing::Instrument;
 
@@ -33,6 +34,9 @@ pub struct Finished {
     pub reason: String,
     /// With jitter applied to success requeues.
     pub requeue_after: Option<Duration>,
+    /// A status write of the attempt turned the release Ready: its dependents are
+    /// re-triggered ([`opm_core::triggers::retriggers_dependents`]).
+    pub turned_ready: bool,
 }
 
 /// Failures outside the core's protocol: the release could not be read, or the core refused
@@ -110,6 +114,8 @@ struct Seen {
     /// The metadata read: the finalizer patch's guard.
     known: Option<ObjectMeta>,
     gone: bool,
+    /// `Ready=True` when read.
+    ready: bool,
 }
 
 /// Reads the release (the watch's copy when usable) into the attempt's first input.
@@ -136,6 +142,7 @@ async fn observe(
         regarding: object.as_ref().map(releases::object_ref),
         known: object.as_ref().map(|o| o.meta().clone()),
         gone: object.is_none(),
+        ready: triggers::is_ready(object.as_ref().and_then(ReleaseObject::status)),
     };
     let input = Input::new(
         Timestamp::now(),
@@ -158,6 +165,7 @@ async fn drive(
     let (mut attempt, mut batch) = Attempt::start(&rt.config, input);
     trace.effects(&batch);
     let mut secrets = SecretTable::default();
+    let (mut ready, mut turned_ready) = (seen.ready, false);
     loop {
         let Some(last) = batch.pop() else {
             // An empty batch breaks the protocol; treat it like a refused input.
@@ -178,7 +186,9 @@ async fn drive(
         } = last
         {
             fired.await;
-            return Ok(finish(rt, key, &seen, outcome, reason, requeue_after));
+            let mut finished = finish(rt, key, &seen, outcome, reason, requeue_after);
+            finished.turned_ready = turned_ready;
+            return Ok(finished);
         }
         if !last.is_awaited() {
             fired.await;
@@ -195,6 +205,12 @@ async fn drive(
         };
         let ((), result) = futures::join!(fired, execute(&mut cx, &last));
         rt.health.progress();
+        if let (Effect::PatchStatus { status, .. }, InputKind::StatusPatched { result: Ok(()) }) =
+            (&last, &result)
+        {
+            turned_ready |= triggers::retriggers_dependents(ready, Some(status));
+            ready = triggers::is_ready(Some(status));
+        }
         let input = Input::new(Timestamp::now(), result);
         trace.input(&input);
         batch = attempt.step(input)?;
@@ -213,7 +229,7 @@ fn finish(
 ) -> Finished {
     // Gone, or our finalizer just came off (no attempt follows the object's
     // disappearance): the release's series go with it.
-    if seen.gone || reason == opm_core::outcome::reasons::DELETED {
+    if triggers::forgets_series(!seen.gone, &reason) {
         rt.metrics.forget(key);
         rt.observed.forget(key);
     }
@@ -222,6 +238,7 @@ fn finish(
         requeue_after: requeue_after.map(|d| jitter::jitter(outcome, d)),
         outcome,
         reason,
+        turned_ready: false,
     }
 }
 

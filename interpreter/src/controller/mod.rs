@@ -2,8 +2,11 @@
 //! one attempt of the core.
 
 // `controller::controller`: the folder holds more than the controllers themselves.
+mod context;
 #[allow(clippy::module_inception)]
 pub mod controller;
 pub mod driver;
 pub(crate) mod jitter;
+mod panics;
 pub(crate) mod values_watch;
+mod watches;

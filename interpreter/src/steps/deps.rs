@@ -3,7 +3,8 @@
 
 use kube::Client;
 use kube::api::{Api, ListParams};
-use opm_core::api::{ModuleRelease, Release, ReleaseStatus};
+use opm_core::api::{ModuleRelease, Release};
+use opm_core::deps::snapshot;
 use opm_core::input::{DependencyReport, ReleaseSnapshot};
 use opm_core::{ApiError, ReleaseKey, ReleaseObject};
 
@@ -39,27 +40,4 @@ pub(crate) async fn check(
         }
     }
     Ok(DependencyReport { releases })
-}
-
-/// A release as the dependency check sees it.
-pub(crate) fn snapshot(obj: &ReleaseObject) -> ReleaseSnapshot {
-    let key = obj.key();
-    let status: Option<&ReleaseStatus> = obj.status();
-    let ready = status
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| c.status.clone())
-        .unwrap_or_default();
-    let depends_on = obj
-        .common()
-        .depends_on
-        .iter()
-        .map(|d| opm_core::deps::key_of(&key, d))
-        .collect();
-    ReleaseSnapshot {
-        generation: obj.meta().generation.unwrap_or_default(),
-        observed_generation: status.map(|s| s.observed_generation).unwrap_or_default(),
-        ready,
-        depends_on,
-        key,
-    }
 }

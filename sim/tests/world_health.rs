@@ -1,12 +1,12 @@
 //! Health in the simulated world (SPEC §26): the example scenario `slow-rollout.yaml`.
 
 use opm_core::Outcome;
-use opm_core::world::Scenario;
+use opm_sim::scenario::Scenario;
 
 fn scenario() -> Scenario {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/examples/sim/slow-rollout.yaml"
+        "/../examples/sim/slow-rollout.yaml"
     );
     serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }

@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::outcome::Outcome;
+use opm_core::Outcome;
 
 fn scenario() -> Scenario {
     serde_json::from_value(json!({

@@ -1,5 +1,6 @@
 //! A whole simulation as data: what `opm-sim run SCENARIO` reads (YAML or JSON through
-//! serde), builds into a [`World`], runs and prints.
+//! serde), builds into a [`World`], runs and prints. The world itself knows nothing of
+//! this format: it is `opm-sim`'s, built from the world's setup commands and events.
 //!
 //! Releases are written as the Kubernetes manifests users already have (`kind:
 //! ModuleRelease` / `Release`); times are Go durations from the scenario's start (`90s`,
@@ -7,19 +8,18 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use jiff::Timestamp;
+use opm_core::Config;
+use opm_core::duration;
+use opm_core::object::ReleaseObject;
+use opm_core::world::{
+    ArtifactDef, Fault, FaultError, Grant, ModuleDef, SimRollout, SourceId, TimelineEntry, World,
+    WorldError, WorldEvent,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use crate::config::Config;
-use crate::duration;
-use crate::object::ReleaseObject;
-
-use super::{
-    ArtifactDef, Fault, FaultError, Grant, ModuleDef, SourceId, TimelineEntry, World, WorldError,
-    WorldEvent, add,
-};
 
 /// Why a scenario could not be built.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -72,10 +72,10 @@ pub struct ScenarioAccount {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ScenarioFault {
-    pub kind: crate::effect::EffectKind,
+    pub kind: opm_core::effect::EffectKind,
     pub error: FaultError,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub release: Option<crate::object::ReleaseKey>,
+    pub release: Option<opm_core::ReleaseKey>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -136,7 +136,7 @@ pub struct Scenario {
     /// Simulated rollouts by object name (SPEC §26): healthy `afterSecs` after each apply,
     /// or failed then with `fails: true`. Absent objects are healthy once applied.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub rollouts: std::collections::BTreeMap<String, super::SimRollout>,
+    pub rollouts: BTreeMap<String, SimRollout>,
 }
 
 /// A release manifest (`kind: ModuleRelease` or `Release`) as a [`ReleaseObject`].
@@ -184,6 +184,14 @@ pub fn release_count(s: &Scenario) -> u64 {
         .iter()
         .map(|r| r.get("copies").and_then(Value::as_u64).unwrap_or(1))
         .sum()
+}
+
+/// `t + d`, saturating at the end of jiff's range (as the world's clock does).
+fn add(t: Timestamp, d: Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|sd| t.checked_add(sd).ok())
+        .unwrap_or(Timestamp::MAX)
 }
 
 fn offset(start: Timestamp, what: &str, d: &str) -> Result<Timestamp, ScenarioError> {
