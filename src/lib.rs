@@ -81,6 +81,7 @@ pub mod outcome;
 pub mod ownership;
 pub mod policy;
 pub mod prune;
+pub mod reason;
 pub mod render_value;
 pub mod source;
 pub mod status;
@@ -94,4 +95,5 @@ pub use input::{ApiError, FetchError, Input, InputError, InputKind, RenderError,
 pub use machine::Attempt;
 pub use object::{DesiredObject, Kind, ReleaseKey, ReleaseObject, ResourceId};
 pub use outcome::Outcome;
+pub use reason::Reason;
 pub use world::World;

@@ -11,7 +11,8 @@ use crate::config::Config;
 use crate::effect::{Effect, Metric};
 use crate::input::{Input, InputError, InputKind};
 use crate::object::ReleaseKey;
-use crate::outcome::{Failure, Outcome, reasons};
+use crate::outcome::{Failure, Outcome};
+use crate::reason::Reason;
 
 mod ctx;
 mod deleting;
@@ -87,7 +88,7 @@ enum After {
 #[derive(Debug, Clone, PartialEq)]
 struct DoneInfo {
     outcome: Outcome,
-    reason: &'static str,
+    reason: Reason,
     requeue: Option<Duration>,
     metrics: Vec<Metric>,
 }
@@ -157,7 +158,7 @@ impl Attempt {
             InputKind::Observed { key, object } => a.begin(key, object),
             _ => a.out.push(Effect::Done {
                 outcome: Outcome::FailedTransient,
-                reason: "InvalidInput".to_string(),
+                reason: Reason::InvalidInput,
                 requeue_after: None,
             }),
         }
@@ -282,7 +283,7 @@ impl Attempt {
             "reconcile attempt exceeded timeout of {}",
             crate::duration::format(self.ctx.timeout)
         );
-        self.fail(Failure::transient(reasons::RECONCILE_TIMEOUT, msg));
+        self.fail(Failure::transient(Reason::ReconcileTimeout, msg));
     }
 
     fn elapsed(&self) -> Duration {

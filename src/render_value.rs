@@ -10,7 +10,8 @@ use crate::constants::{FIELD_MANAGER, labels};
 use crate::effect::ApplyStage;
 use crate::input::GroupKind;
 use crate::object::{DesiredObject, Kind, ResourceId, split_api_version};
-use crate::outcome::{Failure, reasons};
+use crate::outcome::Failure;
+use crate::reason::Reason;
 
 /// The release the objects belong to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,7 +66,7 @@ fn is_cluster_scoped(group: &str, kind: &str, reported: &[GroupKind]) -> bool {
 }
 
 fn render_failed(message: String) -> Failure {
-    Failure::stalled(reasons::RENDER_FAILED, message)
+    Failure::stalled(Reason::RenderFailed, message)
 }
 
 /// Turns the exported value into stamped objects, sorted by (group, kind, namespace, name).
@@ -92,13 +93,13 @@ pub fn build_owned(
         Some("ModuleRelease") => {}
         Some(other) => {
             return Err(Failure::stalled(
-                reasons::UNSUPPORTED_KIND,
+                Reason::UnsupportedKind,
                 format!("exported kind \"{other}\" is not supported (expected ModuleRelease)"),
             ));
         }
         None => {
             return Err(Failure::stalled(
-                reasons::UNSUPPORTED_KIND,
+                Reason::UnsupportedKind,
                 "exported value has no kind (expected ModuleRelease)",
             ));
         }

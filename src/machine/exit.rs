@@ -10,18 +10,19 @@ use crate::constants::conditions as ct;
 use crate::effect::{Effect, Event, EventType, Metric};
 use crate::input::ApiError;
 use crate::inventory;
-use crate::outcome::{Failure, FailureClass, Outcome, action_for, reasons};
+use crate::outcome::{Failure, FailureClass, Outcome};
+use crate::reason::Reason;
 use crate::status::{self, is_empty_patch, merge_patch};
 
 use super::{After, Attempt, DoneInfo, Phase, add};
 
 impl Attempt {
-    pub(super) fn event(&mut self, event_type: EventType, reason: &str, note: &str) {
+    pub(super) fn event(&mut self, event_type: EventType, reason: Reason, note: &str) {
         self.out.push(Effect::EmitEvent {
             event: Event {
                 event_type,
-                reason: reason.to_string(),
-                action: action_for(reason).to_string(),
+                reason,
+                action: reason.action().to_string(),
                 // events.k8s.io/v1 rejects notes over 1 KiB.
                 note: crate::conditions::truncate(note, crate::constants::EVENT_NOTE_MAX),
             },
@@ -29,12 +30,7 @@ impl Attempt {
     }
 
     /// Ends the attempt at once: metrics (none here) and `Done`.
-    pub(super) fn done_now(
-        &mut self,
-        outcome: Outcome,
-        reason: &'static str,
-        requeue: Option<Duration>,
-    ) {
+    pub(super) fn done_now(&mut self, outcome: Outcome, reason: Reason, requeue: Option<Duration>) {
         self.emit_done(DoneInfo {
             outcome,
             reason,
@@ -50,7 +46,7 @@ impl Attempt {
         }
         self.out.push(Effect::Done {
             outcome: d.outcome,
-            reason: d.reason.to_string(),
+            reason: d.reason,
             // Every source is bounded already; this keeps the promise in one place.
             requeue_after: d.requeue.map(|r| r.min(crate::backoff::MAX_REQUEUE)),
         });
@@ -216,7 +212,7 @@ impl Attempt {
         c.set(
             ct::READY,
             TRUE,
-            reasons::SUCCEEDED,
+            Reason::ReconciliationSucceeded,
             "Reconciliation succeeded",
         );
         for t in [ct::RECONCILING, ct::STALLED, ct::DRIFTED] {
@@ -226,18 +222,18 @@ impl Attempt {
         let total = created + updated + unchanged;
         self.event(
             EventType::Normal,
-            reasons::APPLIED,
+            Reason::Applied,
             &format!(
                 "Applied {total} resources ({created} created, {updated} updated, {unchanged} unchanged)"
             ),
         );
         if outcome == Outcome::AppliedAndPruned && self.ctx.pruned > 0 {
             let note = format!("Pruned {} stale resources", self.ctx.pruned);
-            self.event(EventType::Normal, reasons::PRUNED, &note);
+            self.event(EventType::Normal, Reason::Pruned, &note);
         }
         self.event(
             EventType::Normal,
-            reasons::SUCCEEDED,
+            Reason::ReconciliationSucceeded,
             "Reconciliation succeeded",
         );
 
@@ -270,7 +266,7 @@ impl Attempt {
             s,
             After::Done(DoneInfo {
                 outcome,
-                reason: reasons::SUCCEEDED,
+                reason: Reason::ReconciliationSucceeded,
                 requeue,
                 metrics,
             }),
@@ -284,12 +280,12 @@ impl Attempt {
         c.set(
             ct::READY,
             TRUE,
-            reasons::SUCCEEDED,
+            Reason::ReconciliationSucceeded,
             "Reconciliation succeeded",
         );
         c.remove(ct::RECONCILING);
         c.remove(ct::STALLED);
-        self.event(EventType::Normal, reasons::NO_OP, "No changes detected");
+        self.event(EventType::Normal, Reason::NoOp, "No changes detected");
         let mut s = self.base_status();
         status::update_counters(
             &mut s.failure_counters,
@@ -305,7 +301,7 @@ impl Attempt {
             s,
             After::Done(DoneInfo {
                 outcome: Outcome::NoOp,
-                reason: reasons::NO_OP,
+                reason: Reason::NoOp,
                 requeue,
                 metrics,
             }),
@@ -315,7 +311,7 @@ impl Attempt {
     /// A finalizer patch failed: nothing was committed; retry with backoff.
     pub(super) fn finalizer_failed(&mut self, e: &ApiError) {
         let note = format!("updating the finalizer failed: {e}");
-        self.event(EventType::Warning, reasons::FINALIZER_FAILED, &note);
+        self.event(EventType::Warning, Reason::FinalizerFailed, &note);
         let n = self
             .ctx
             .persisted
@@ -325,7 +321,7 @@ impl Attempt {
         let metrics = vec![self.reconcile_metric(Outcome::FailedTransient)];
         self.emit_done(DoneInfo {
             outcome: Outcome::FailedTransient,
-            reason: reasons::FINALIZER_FAILED,
+            reason: Reason::FinalizerFailed,
             requeue: Some(honour_retry_after(compute_backoff(n), e)),
             metrics,
         });
@@ -363,7 +359,7 @@ impl Attempt {
             Ok(()) => self.after_patch(after),
             Err(e) => {
                 let note = format!("writing the status failed: {e}");
-                self.event(EventType::Warning, reasons::STATUS_PATCH_FAILED, &note);
+                self.event(EventType::Warning, Reason::StatusPatchFailed, &note);
                 let n = self
                     .ctx
                     .persisted
@@ -373,7 +369,7 @@ impl Attempt {
                 let metrics = vec![self.reconcile_metric(Outcome::FailedTransient)];
                 self.emit_done(DoneInfo {
                     outcome: Outcome::FailedTransient,
-                    reason: reasons::STATUS_PATCH_FAILED,
+                    reason: Reason::StatusPatchFailed,
                     requeue: Some(honour_retry_after(compute_backoff(n), &e)),
                     metrics,
                 });

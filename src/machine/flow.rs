@@ -10,7 +10,8 @@ use crate::input::{
     LiveObject, ObjectResult, RenderError, RenderOutput, SourceArtifact, SourceError,
 };
 use crate::object::{ReleaseKey, ReleaseObject};
-use crate::outcome::{Failure, Outcome, reasons};
+use crate::outcome::{Failure, Outcome};
+use crate::reason::Reason;
 use crate::render_value::{self, ReleaseIdentity};
 use crate::{deps, digest, drift, impersonation, inventory, ownership, policy, prune, source};
 
@@ -20,7 +21,7 @@ use super::{Attempt, Phase, add};
 impl Attempt {
     pub(super) fn begin(&mut self, key: ReleaseKey, object: Option<Box<ReleaseObject>>) {
         let Some(obj) = object else {
-            return self.done_now(Outcome::NoOp, reasons::GONE, None);
+            return self.done_now(Outcome::NoOp, Reason::Gone, None);
         };
         // The object's own identity wins over the key it was queued under.
         let mut k = obj.key();
@@ -43,7 +44,7 @@ impl Attempt {
             .map(|sa| impersonation::impersonation(&self.ctx.key.namespace, sa));
         if self.ctx.deleting {
             if !self.ctx.has_finalizer {
-                return self.done_now(Outcome::NoOp, reasons::DELETED, None);
+                return self.done_now(Outcome::NoOp, Reason::Deleted, None);
             }
             return self.deletion_start();
         }
@@ -94,7 +95,7 @@ impl Attempt {
     ) {
         match result {
             Err(e) => self.fail(Failure::transient(
-                reasons::DEPENDENCIES_NOT_READY,
+                Reason::DependenciesNotReady,
                 format!("checking dependencies failed: {e}"),
             )),
             Ok(report) => match deps::evaluate(&self.ctx.key, &refs, &report) {
@@ -109,10 +110,10 @@ impl Attempt {
         let msg = "Reconciliation in progress";
         self.ctx
             .conds
-            .set(ct::RECONCILING, TRUE, reasons::PROGRESSING, msg);
+            .set(ct::RECONCILING, TRUE, Reason::Progressing, msg);
         self.ctx
             .conds
-            .set(ct::READY, UNKNOWN, reasons::PROGRESSING, msg);
+            .set(ct::READY, UNKNOWN, Reason::Progressing, msg);
         self.ctx.conds.remove(ct::STALLED);
         if let Err(f) = self.check_health_rules() {
             return self.fail(f);
@@ -247,7 +248,7 @@ impl Attempt {
             Ok(o) => o,
             Err(e) => {
                 let f = source::render_failure(&e);
-                if module.is_some() && f.reason == reasons::RESOLUTION_FAILED {
+                if module.is_some() && f.reason == Reason::ResolutionFailed {
                     let msg = f.message.clone();
                     self.ctx
                         .conds
@@ -279,7 +280,7 @@ impl Attempt {
             let msg = format!("module resolved: {}@{}", m.path, m.version);
             self.ctx
                 .conds
-                .set(ct::MODULE_RESOLVED, TRUE, "Resolved", &msg);
+                .set(ct::MODULE_RESOLVED, TRUE, Reason::Resolved, &msg);
         }
         // The digest covers the policy annotations, so changing a policy is a change.
         self.ctx.digests.render = digest::render(objects.iter().map(|o| &o.manifest));
@@ -319,11 +320,11 @@ impl Attempt {
         match result {
             Ok(true) => self.drift_step(),
             Ok(false) => self.fail(Failure::stalled(
-                reasons::IMPERSONATION_FAILED,
+                Reason::ImpersonationFailed,
                 format!("ServiceAccount \"{sa}\" not found in namespace \"{ns}\""),
             )),
             Err(e) => self.fail(Failure::transient(
-                reasons::IMPERSONATION_FAILED,
+                Reason::ImpersonationFailed,
                 format!("reading ServiceAccount {ns}/{sa} failed: {e}"),
             )),
         }
@@ -356,7 +357,7 @@ impl Attempt {
                 id.display(),
                 who.user
             );
-            return self.fail(Failure::stalled(reasons::IMPERSONATION_FAILED, msg));
+            return self.fail(Failure::stalled(Reason::ImpersonationFailed, msg));
         }
         let drifted = drift::assess(&report, &self.ctx.desired);
         if drifted.is_empty() {
@@ -374,9 +375,9 @@ impl Attempt {
             .any(|c| c.type_ == ct::DRIFTED && c.status == TRUE && c.message == msg);
         self.ctx
             .conds
-            .set(ct::DRIFTED, TRUE, reasons::DRIFT_DETECTED, &msg);
+            .set(ct::DRIFTED, TRUE, Reason::DriftDetected, &msg);
         if !shown {
-            self.event(EventType::Warning, reasons::DRIFT_DETECTED, &msg);
+            self.event(EventType::Warning, Reason::DriftDetected, &msg);
         }
         if self.ctx.drift_mode() == DriftMode::Correct {
             self.ctx.correcting = true;
@@ -441,7 +442,7 @@ impl Attempt {
                 Ok(ApplyAction::Recreated) => {
                     updated += 1;
                     let note = policy::recreated_message(&o.id);
-                    self.event(EventType::Normal, reasons::RECREATED, &note);
+                    self.event(EventType::Normal, Reason::Recreated, &note);
                 }
                 Ok(ApplyAction::Unchanged) => unchanged += 1,
                 Err(e) => failures.push((&o.id, e)),
@@ -460,7 +461,7 @@ impl Attempt {
         self.ctx.apply_ok = Some(false);
         if failures.is_empty() {
             return self.fail(Failure::transient(
-                reasons::APPLY_FAILED,
+                Reason::ApplyFailed,
                 format!("apply reported {reported} of {} objects", writable.len()),
             ));
         }
@@ -474,16 +475,16 @@ impl Attempt {
             .any(|(_, e)| matches!(e, ApiError::Forbidden { .. }));
         let f = if let (true, Some(who)) = (forbidden, &self.ctx.identity) {
             Failure::stalled(
-                reasons::IMPERSONATION_FAILED,
+                Reason::ImpersonationFailed,
                 format!("apply forbidden while impersonating {}: {detail}", who.user),
             )
         } else if failures
             .iter()
             .any(|(_, e)| matches!(e, ApiError::Invalid { .. } | ApiError::Conflict { .. }))
         {
-            Failure::stalled(reasons::APPLY_FAILED, format!("apply failed: {detail}"))
+            Failure::stalled(Reason::ApplyFailed, format!("apply failed: {detail}"))
         } else {
-            Failure::transient(reasons::APPLY_FAILED, format!("apply failed: {detail}"))
+            Failure::transient(Reason::ApplyFailed, format!("apply failed: {detail}"))
         };
         self.fail(f);
     }
@@ -522,7 +523,7 @@ impl Attempt {
         };
         if !outside.is_empty() {
             let note = impersonation::prune_skipped_message(&self.ctx.key.namespace, &outside);
-            self.event(EventType::Warning, reasons::PRUNE_SKIPPED, &note);
+            self.event(EventType::Warning, Reason::PruneSkipped, &note);
         }
         let (protected, targets) = prune::plan(&entries);
         self.ctx.orphan_targets = entries
@@ -537,7 +538,7 @@ impl Attempt {
                 names.len(),
                 names.join(", ")
             );
-            self.event(EventType::Warning, reasons::PRUNE_SKIPPED, &note);
+            self.event(EventType::Warning, Reason::PruneSkipped, &note);
         }
         if targets.is_empty() {
             return self.finish_prune();
@@ -594,10 +595,10 @@ impl Attempt {
             .any(|f| matches!(f.error, ApiError::Forbidden { .. }));
         let f = match (&self.ctx.identity, forbidden) {
             (Some(who), true) => Failure::stalled(
-                reasons::IMPERSONATION_FAILED,
+                Reason::ImpersonationFailed,
                 format!("prune forbidden while impersonating {}: {msg}", who.user),
             ),
-            _ => Failure::transient(reasons::PRUNE_FAILED, msg),
+            _ => Failure::transient(Reason::PruneFailed, msg),
         };
         self.fail(f);
     }

@@ -16,7 +16,8 @@ use crate::health::{self, Assessment, HealthStatus, Judged};
 use crate::input::HealthObject;
 use crate::inventory;
 use crate::object::ResourceId;
-use crate::outcome::{Failure, Outcome, reasons};
+use crate::outcome::{Failure, Outcome};
+use crate::reason::Reason;
 use crate::status;
 
 use super::{After, Attempt, DoneInfo, Phase, add};
@@ -49,8 +50,8 @@ impl Attempt {
                 let msg = e.to_string();
                 self.ctx
                     .conds
-                    .set(ct::HEALTHY, FALSE, reasons::HEALTH_CHECK_FAILED, &msg);
-                Err(Failure::stalled(reasons::HEALTH_CHECK_FAILED, msg))
+                    .set(ct::HEALTHY, FALSE, Reason::HealthCheckFailed, &msg);
+                Err(Failure::stalled(Reason::HealthCheckFailed, msg))
             }
         }
     }
@@ -155,10 +156,7 @@ impl Attempt {
         let rules = match health::compile(&self.ctx.common.health_check_exprs) {
             Ok(r) => r,
             Err(e) => {
-                return self.fail(Failure::stalled(
-                    reasons::HEALTH_CHECK_FAILED,
-                    e.to_string(),
-                ));
+                return self.fail(Failure::stalled(Reason::HealthCheckFailed, e.to_string()));
             }
         };
         let judge = |o: &HealthObject| -> Judged {
@@ -290,7 +288,7 @@ impl Attempt {
             let msg = format!("all {} resources are healthy", judged.len());
             self.ctx
                 .conds
-                .set(ct::HEALTHY, TRUE, reasons::HEALTH_SUCCEEDED, &msg);
+                .set(ct::HEALTHY, TRUE, Reason::Succeeded, &msg);
             self.ctx
                 .health_metrics
                 .push(Metric::ReleaseHealthy { healthy: true });
@@ -303,7 +301,7 @@ impl Attempt {
                 Some(o) => self.success(o),
                 None => {
                     if !was_healthy {
-                        self.event(EventType::Normal, reasons::SUCCEEDED, &msg);
+                        self.event(EventType::Normal, Reason::ReconciliationSucceeded, &msg);
                     }
                     self.noop_exit()
                 }
@@ -323,11 +321,11 @@ impl Attempt {
         if let Some(msg) = failed_msg {
             self.ctx
                 .conds
-                .set(ct::HEALTHY, FALSE, reasons::HEALTH_CHECK_FAILED, &msg);
+                .set(ct::HEALTHY, FALSE, Reason::HealthCheckFailed, &msg);
             if applied.is_some() {
                 self.applied_events(applied);
             }
-            return self.fail(Failure::transient(reasons::HEALTH_CHECK_FAILED, msg));
+            return self.fail(Failure::transient(Reason::HealthCheckFailed, msg));
         }
         let msg = summary.waiting_message();
         let remaining = timeout.saturating_sub(waited).max(Duration::from_secs(1));
@@ -340,14 +338,14 @@ impl Attempt {
         let total = created + updated + unchanged;
         self.event(
             EventType::Normal,
-            reasons::APPLIED,
+            Reason::Applied,
             &format!(
                 "Applied {total} resources ({created} created, {updated} updated, {unchanged} unchanged)"
             ),
         );
         if applied == Some(Outcome::AppliedAndPruned) && self.ctx.pruned > 0 {
             let note = format!("Pruned {} stale resources", self.ctx.pruned);
-            self.event(EventType::Normal, reasons::PRUNED, &note);
+            self.event(EventType::Normal, Reason::Pruned, &note);
         }
     }
 
@@ -368,9 +366,9 @@ impl Attempt {
     /// Waiting for health (SPEC §4): `Ready=Unknown/Progressing`, `Healthy` likewise.
     fn progressing(&mut self, applied: Option<Outcome>, msg: &str, requeue: Duration) {
         let c = &mut self.ctx.conds;
-        c.set(ct::READY, UNKNOWN, reasons::PROGRESSING, msg);
-        c.set(ct::HEALTHY, UNKNOWN, reasons::PROGRESSING, msg);
-        c.set(ct::RECONCILING, TRUE, reasons::PROGRESSING, msg);
+        c.set(ct::READY, UNKNOWN, Reason::Progressing, msg);
+        c.set(ct::HEALTHY, UNKNOWN, Reason::Progressing, msg);
+        c.set(ct::RECONCILING, TRUE, Reason::Progressing, msg);
         c.remove(ct::STALLED);
         let mut s = self.base_status();
         let outcome = applied.unwrap_or(Outcome::Progressing);
@@ -395,7 +393,7 @@ impl Attempt {
             s,
             After::Done(DoneInfo {
                 outcome,
-                reason: reasons::PROGRESSING,
+                reason: Reason::Progressing,
                 requeue: Some(requeue),
                 metrics,
             }),

@@ -4,7 +4,8 @@
 //! `module.secretRef` are read under the effective identity and merged.
 
 use crate::input::ApiError;
-use crate::outcome::{Failure, reasons};
+use crate::outcome::Failure;
+use crate::reason::Reason;
 use crate::values_from::{self, CredentialsContent, ValuesContent};
 use crate::{config::AllowOperatorIdentity, digest, effect::Effect, impersonation};
 
@@ -24,7 +25,7 @@ impl Attempt {
             }
             None if self.cfg.allow_operator_identity == AllowOperatorIdentity::Off => {
                 self.fail(Failure::stalled(
-                    reasons::IMPERSONATION_FAILED,
+                    Reason::ImpersonationFailed,
                     impersonation::NO_SERVICE_ACCOUNT,
                 ))
             }
@@ -41,11 +42,11 @@ impl Attempt {
                 self.read_values()
             }
             Ok(false) => self.fail(Failure::stalled(
-                reasons::IMPERSONATION_FAILED,
+                Reason::ImpersonationFailed,
                 format!("ServiceAccount \"{sa}\" not found in namespace \"{ns}\""),
             )),
             Err(e) => self.fail(Failure::transient(
-                reasons::IMPERSONATION_FAILED,
+                Reason::ImpersonationFailed,
                 format!("reading ServiceAccount {ns}/{sa} failed: {e}"),
             )),
         }
@@ -111,7 +112,7 @@ impl Attempt {
             }
             (Some(name), None) => {
                 return self.fail(Failure::transient(
-                    reasons::RESOLUTION_FAILED,
+                    Reason::ResolutionFailed,
                     format!("Secret {ns}/{name} (module.secretRef) was not read"),
                 ));
             }

@@ -118,7 +118,7 @@ impl World {
                     outcome,
                     reason,
                     requeue_after,
-                }) => Some((*outcome, reason.clone(), *requeue_after)),
+                }) => Some((*outcome, reason.to_string(), *requeue_after)),
                 _ => None,
             };
             if keep {

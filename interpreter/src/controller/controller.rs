@@ -25,7 +25,7 @@ use kube::{Resource, ResourceExt};
 use opm_core::api::{ModuleRelease, Release};
 use opm_core::constants::{FLUX_SOURCE_API_VERSION, REQUESTED_AT_ANNOTATION, SOURCE_KINDS};
 use opm_core::fairness::Limits;
-use opm_core::outcome::reasons;
+use opm_core::reason::Reason;
 use opm_core::{Kind, ReleaseKey, ReleaseObject};
 use serde_json::Value;
 
@@ -414,8 +414,8 @@ fn ready_reason(status: Option<&opm_core::api::ReleaseStatus>) -> Option<String>
 
 fn waits_for_service_account(status: Option<&opm_core::api::ReleaseStatus>) -> bool {
     matches!(
-        ready_reason(status).as_deref(),
-        Some(reasons::IMPERSONATION_FAILED) | Some(reasons::DELETION_SA_MISSING)
+        ready_reason(status).and_then(|r| r.parse().ok()),
+        Some(Reason::ImpersonationFailed | Reason::DeletionSAMissing)
     )
 }
 

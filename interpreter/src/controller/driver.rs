@@ -204,20 +204,20 @@ fn finish(
     key: &ReleaseKey,
     seen: &Seen,
     outcome: Outcome,
-    reason: String,
+    reason: opm_core::Reason,
     requeue_after: Option<Duration>,
 ) -> Finished {
     // Gone, or our finalizer just came off (no attempt follows the object's
     // disappearance): the release's series go with it.
-    if seen.gone || reason == opm_core::outcome::reasons::DELETED {
+    if seen.gone || reason == opm_core::Reason::Deleted {
         rt.metrics.forget(key);
         rt.observed.forget(key);
     }
-    rt.unpersisted.record(key, &reason, seen.counted, seen.gone);
+    rt.unpersisted.record(key, reason, seen.counted, seen.gone);
     Finished {
         requeue_after: requeue_after.map(|d| jitter::jitter(outcome, d)),
         outcome,
-        reason,
+        reason: reason.to_string(),
     }
 }
 

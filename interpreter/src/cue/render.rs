@@ -627,7 +627,7 @@ mod tests {
         assert!(matches!(e, RenderError::RegistryUnreachable { .. }));
         assert_eq!(
             (e.class(), e.reason()),
-            (FailureClass::Transient, "RenderFailed")
+            (FailureClass::Transient, opm_core::Reason::RenderFailed)
         );
         let no_module = "x: import failed: cannot find package \"foo.example/bar\": cannot find module providing package foo.example/bar:";
         assert_eq!(classify_stderr(no_module).reason(), "ResolutionFailed");
@@ -653,7 +653,7 @@ mod tests {
         );
         assert_eq!(
             (e.class(), e.reason()),
-            (FailureClass::Stalled, "RenderFailed")
+            (FailureClass::Stalled, opm_core::Reason::RenderFailed)
         );
     }
 
@@ -762,7 +762,7 @@ mod tests {
         assert!(matches!(err, RenderError::InvalidOutput { .. }), "{err:?}");
         assert_eq!(
             (err.class(), err.reason()),
-            (FailureClass::Stalled, "RenderFailed")
+            (FailureClass::Stalled, opm_core::Reason::RenderFailed)
         );
     }
 

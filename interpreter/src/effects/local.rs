@@ -165,7 +165,7 @@ pub trait Verdict {
     }
 
     /// The condition reason.
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> opm_core::Reason {
         self.failure().reason
     }
 }
