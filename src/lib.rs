@@ -67,6 +67,7 @@ pub mod digest;
 pub mod drift;
 pub mod duration;
 pub mod effect;
+pub mod exits;
 pub mod fairness;
 pub mod fields;
 pub mod health;

@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::effect::{Effect, Metric};
 use crate::input::{Input, InputError, InputKind};
 use crate::object::ReleaseKey;
-use crate::outcome::{Failure, Outcome};
+use crate::outcome::Outcome;
 use crate::reason::Reason;
 
 mod ctx;
@@ -279,11 +279,7 @@ impl Attempt {
     }
 
     fn timed_out(&mut self) {
-        let msg = format!(
-            "reconcile attempt exceeded timeout of {}",
-            crate::duration::format(self.ctx.timeout)
-        );
-        self.fail(Failure::transient(Reason::ReconcileTimeout, msg));
+        self.fail(crate::exits::timeout(self.ctx.timeout));
     }
 
     fn elapsed(&self) -> Duration {

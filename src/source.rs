@@ -1,11 +1,10 @@
-//! The per-kind source step (SPEC §8, §16-18): where the configuration comes from, and how
-//! source, fetch and render failures are classified.
+//! The per-kind source step (SPEC §8, §16-18): where the configuration comes from. How its
+//! failures are classified is [`crate::exits`].
 
 use crate::api::{ModuleRef, SourceRef};
 use crate::constants::{FLUX_SOURCE_API_VERSION, SOURCE_KINDS};
 use crate::digest;
 use crate::effect::SourceLocator;
-use crate::input::{FetchError, RenderError, SourceError};
 use crate::outcome::Failure;
 use crate::reason::Reason;
 
@@ -102,30 +101,6 @@ pub fn locator_ref(l: &SourceLocator) -> String {
     format!("{}/{}/{}", l.kind, l.namespace, l.name)
 }
 
-/// Classifies a failed source read (SPEC §4 rows "source …").
-pub fn source_failure(err: &SourceError, l: &SourceLocator) -> Failure {
-    let what = format!("source {} {}/{}", l.kind, l.namespace, l.name);
-    match err {
-        SourceError::NotFound => {
-            Failure::stalled(Reason::SourceNotReady, format!("{what} not found"))
-        }
-        SourceError::NotReady { message } if message.is_empty() => {
-            Failure::soft(Reason::SourceNotReady, format!("{what} is not ready"))
-        }
-        SourceError::NotReady { message } => Failure::soft(
-            Reason::SourceNotReady,
-            format!("{what} is not ready: {message}"),
-        ),
-        SourceError::NoArtifact => {
-            Failure::soft(Reason::SourceNotReady, format!("{what} has no artifact"))
-        }
-        SourceError::Api { error } => Failure::transient(
-            Reason::SourceNotReady,
-            format!("reading {what} failed: {error}"),
-        ),
-    }
-}
-
 /// A digest the artifact can be verified against: `sha256:` + 64 lowercase hex.
 pub fn check_artifact_digest(d: &str) -> Result<(), Failure> {
     if digest::is_sha256(d) {
@@ -137,68 +112,6 @@ pub fn check_artifact_digest(d: &str) -> Result<(), Failure> {
                 "invalid artifact: unsupported digest \"{d}\" (expected sha256:<64 lowercase hex>)"
             ),
         ))
-    }
-}
-
-/// Classifies a failed download/extraction (SPEC §17).
-pub fn fetch_failure(err: &FetchError) -> Failure {
-    match err {
-        FetchError::Http { .. }
-        | FetchError::Timeout
-        | FetchError::Connection { .. }
-        | FetchError::DigestMismatch { .. }
-        | FetchError::Io { .. } => Failure::transient(
-            Reason::FetchFailed,
-            format!("artifact download failed: {err}"),
-        ),
-        FetchError::InvalidArtifact { .. } | FetchError::TooLarge { .. } => {
-            Failure::stalled(Reason::InvalidArtifact, format!("invalid artifact: {err}"))
-        }
-    }
-}
-
-/// Classifies a failed render (SPEC §4 render rows, DESIGN §3).
-pub fn render_failure(err: &RenderError) -> Failure {
-    match err {
-        RenderError::Resolution { message } => {
-            Failure::stalled(Reason::ResolutionFailed, message.clone())
-        }
-        RenderError::Evaluation { message } => {
-            Failure::stalled(Reason::RenderFailed, message.clone())
-        }
-        RenderError::UnsupportedKind { kind: Some(k) } => Failure::stalled(
-            Reason::UnsupportedKind,
-            format!("exported kind \"{k}\" is not supported (expected ModuleRelease)"),
-        ),
-        RenderError::UnsupportedKind { kind: None } => Failure::stalled(
-            Reason::UnsupportedKind,
-            "exported value has no kind (expected ModuleRelease)",
-        ),
-        RenderError::PathNotFound { message } => {
-            Failure::stalled(Reason::PathNotFound, message.clone())
-        }
-        RenderError::ReleaseFileNotFound { message } => {
-            Failure::stalled(Reason::ReleaseFileNotFound, message.clone())
-        }
-        RenderError::InvalidArtifact { message } => Failure::stalled(
-            Reason::InvalidArtifact,
-            format!("invalid artifact: {message}"),
-        ),
-        RenderError::Timeout { message }
-        | RenderError::RegistryUnreachable { message }
-        | RenderError::Io { message } => Failure::transient(Reason::RenderFailed, message.clone()),
-        RenderError::TooLarge { .. } => Failure::stalled(
-            Reason::RenderFailed,
-            crate::render_value::too_large_message(err),
-        ),
-        RenderError::Refetch { error } => fetch_failure(error),
-        RenderError::OutOfMemory { limit_bytes } => Failure::stalled(
-            Reason::RenderFailed,
-            format!(
-                "cue ran out of memory: the limit of one render is {} (--render-memory-limit)",
-                crate::render_value::human_bytes(*limit_bytes)
-            ),
-        ),
     }
 }
 
@@ -305,51 +218,4 @@ mod tests {
         let e = check_module(&m("example.com/modules/web@v0", "v1.0.0")).unwrap_err();
         assert_eq!(e.reason, Reason::ResolutionFailed);
     }
-
-    #[test]
-    fn render_and_fetch_classification() {
-        let msg = || "m".to_string();
-        let cases = [
-            (
-                render_failure(&RenderError::Resolution { message: msg() }),
-                RESOLUTION,
-                FailureClass::Stalled,
-            ),
-            (
-                render_failure(&RenderError::Evaluation { message: msg() }),
-                RENDER,
-                FailureClass::Stalled,
-            ),
-            (
-                render_failure(&RenderError::Timeout { message: msg() }),
-                RENDER,
-                FailureClass::Transient,
-            ),
-            (
-                render_failure(&RenderError::RegistryUnreachable { message: msg() }),
-                RENDER,
-                FailureClass::Transient,
-            ),
-            (
-                render_failure(&RenderError::PathNotFound { message: msg() }),
-                Reason::PathNotFound,
-                FailureClass::Stalled,
-            ),
-            (
-                fetch_failure(&FetchError::Http { status: 503 }),
-                Reason::FetchFailed,
-                FailureClass::Transient,
-            ),
-            (
-                fetch_failure(&FetchError::TooLarge { message: msg() }),
-                Reason::InvalidArtifact,
-                FailureClass::Stalled,
-            ),
-        ];
-        for (f, reason, class) in cases {
-            assert_eq!((f.reason, f.class), (reason, class));
-        }
-    }
-    const RESOLUTION: Reason = Reason::ResolutionFailed;
-    const RENDER: Reason = Reason::RenderFailed;
 }

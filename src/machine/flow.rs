@@ -13,7 +13,9 @@ use crate::object::{ReleaseKey, ReleaseObject};
 use crate::outcome::{Failure, Outcome};
 use crate::reason::Reason;
 use crate::render_value::{self, ReleaseIdentity};
-use crate::{deps, digest, drift, impersonation, inventory, ownership, policy, prune, source};
+use crate::{
+    deps, digest, drift, exits, impersonation, inventory, ownership, policy, prune, source,
+};
 
 use super::ctx::{Ctx, SourceSpec};
 use super::{Attempt, Phase, add};
@@ -191,7 +193,7 @@ impl Attempt {
         };
         let artifact = match result {
             Ok(a) => a,
-            Err(e) => return self.fail(source::source_failure(&e, &locator)),
+            Err(e) => return self.fail(exits::source_failure(&e, &locator)),
         };
         self.ctx.source_status = Some(SourceStatus {
             ref_: source::locator_ref(&locator),
@@ -216,14 +218,14 @@ impl Attempt {
     pub(super) fn on_fetch(&mut self, result: Result<FetchedArtifact, FetchError>) {
         let fetched = match result {
             Ok(f) => f,
-            Err(e) => return self.fail(source::fetch_failure(&e)),
+            Err(e) => return self.fail(exits::fetch_failure(&e)),
         };
         if fetched.digest != self.ctx.digests.source {
             let e = FetchError::DigestMismatch {
                 expected: self.ctx.digests.source.clone(),
                 actual: fetched.digest,
             };
-            return self.fail(source::fetch_failure(&e));
+            return self.fail(exits::fetch_failure(&e));
         }
         let SourceSpec::Package { path, .. } = &self.ctx.spec else {
             return;
@@ -247,7 +249,7 @@ impl Attempt {
         let output = match result {
             Ok(o) => o,
             Err(e) => {
-                let f = source::render_failure(&e);
+                let f = exits::render_failure(&e);
                 if module.is_some() && f.reason == Reason::ResolutionFailed {
                     let msg = f.message.clone();
                     self.ctx
@@ -459,34 +461,13 @@ impl Attempt {
             return self.prune_step();
         }
         self.ctx.apply_ok = Some(false);
-        if failures.is_empty() {
-            return self.fail(Failure::transient(
-                Reason::ApplyFailed,
-                format!("apply reported {reported} of {} objects", writable.len()),
-            ));
-        }
-        let described: Vec<String> = failures
-            .iter()
-            .map(|(id, e)| format!("{}: {e}", id.display()))
-            .collect();
-        let detail = described.join("; ");
-        let forbidden = failures
-            .iter()
-            .any(|(_, e)| matches!(e, ApiError::Forbidden { .. }));
-        let f = if let (true, Some(who)) = (forbidden, &self.ctx.identity) {
-            Failure::stalled(
-                Reason::ImpersonationFailed,
-                format!("apply forbidden while impersonating {}: {detail}", who.user),
-            )
-        } else if failures
-            .iter()
-            .any(|(_, e)| matches!(e, ApiError::Invalid { .. } | ApiError::Conflict { .. }))
-        {
-            Failure::stalled(Reason::ApplyFailed, format!("apply failed: {detail}"))
-        } else {
-            Failure::transient(Reason::ApplyFailed, format!("apply failed: {detail}"))
-        };
-        self.fail(f);
+        let who = self.ctx.identity.as_ref().map(|i| i.user.as_str());
+        self.fail(exits::apply_failure(
+            &failures,
+            reported,
+            writable.len(),
+            who,
+        ));
     }
 
     /// Without `prune`, only the stale objects marked `prune: disabled` are visited: they
@@ -593,13 +574,7 @@ impl Attempt {
             .prune_failures
             .iter()
             .any(|f| matches!(f.error, ApiError::Forbidden { .. }));
-        let f = match (&self.ctx.identity, forbidden) {
-            (Some(who), true) => Failure::stalled(
-                Reason::ImpersonationFailed,
-                format!("prune forbidden while impersonating {}: {msg}", who.user),
-            ),
-            _ => Failure::transient(Reason::PruneFailed, msg),
-        };
-        self.fail(f);
+        let who = self.ctx.identity.as_ref().map(|i| i.user.as_str());
+        self.fail(exits::prune_failure(msg, forbidden, who));
     }
 }

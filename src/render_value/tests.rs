@@ -236,7 +236,7 @@ fn byte_cap_names_the_size_and_the_cap() {
         bytes_at_least: 33554433,
         cap: 33554432,
     };
-    let f = crate::source::render_failure(&e);
+    let f = crate::exits::render_failure(&e);
     assert_eq!(
         (f.reason, f.class),
         (Reason::RenderFailed, crate::outcome::FailureClass::Stalled)
@@ -246,7 +246,7 @@ fn byte_cap_names_the_size_and_the_cap() {
         "{}",
         f.message
     );
-    let f = crate::source::render_failure(&crate::input::RenderError::OutOfMemory {
+    let f = crate::exits::render_failure(&crate::input::RenderError::OutOfMemory {
         limit_bytes: 1 << 30,
     });
     assert_eq!(f.class, crate::outcome::FailureClass::Stalled);
