@@ -14,10 +14,12 @@ use crate::object::ReleaseKey;
 use crate::outcome::Outcome;
 use crate::reason::Reason;
 
+mod apply;
 mod ctx;
 mod deleting;
 mod exit;
 mod flow;
+mod health_read;
 mod health_wait;
 mod suspend;
 mod values;
