@@ -21,7 +21,7 @@
 //! | CUE evaluation error, values invalid, malformed objects | `RenderFailed`, stalled | [`render_failure`], [`crate::render_value::build`], [`crate::policy::extract`] |
 //! | registry unreachable / `cue` timed out | `RenderFailed`, transient | [`render_failure`] |
 //! | no effective ServiceAccount and no `--allow-operator-identity` | `ImpersonationFailed`, stalled | the machine's impersonation step (`machine/flow.rs`) |
-//! | effective ServiceAccount missing (apply path) | `ImpersonationFailed`, stalled | the machine's impersonation and values steps |
+//! | effective ServiceAccount missing (apply path) | `ImpersonationFailed`, stalled | [`service_account`] |
 //! | `valuesFrom` object or key missing and not `optional` | `ValuesNotFound`, stalled | [`crate::values_from::compose`] |
 //! | rendered object outside the namespace, or cluster-scoped, as the operator | `ApplyFailed`, stalled | [`crate::impersonation::check_operator_identity`] |
 //! | object owned by another release, or pre-existing | `OwnershipConflict`, stalled | [`crate::ownership::decide`] |
@@ -178,6 +178,22 @@ pub fn prune_failure(message: String, forbidden: bool, impersonating: Option<&st
             format!("prune forbidden while impersonating {user}: {message}"),
         ),
         _ => Failure::transient(Reason::PruneFailed, message),
+    }
+}
+
+/// The effective ServiceAccount `sa` of namespace `ns` must exist (SPEC §4, §15): missing
+/// stalls until it appears, a failed read is retried.
+pub fn service_account(found: &Result<bool, ApiError>, ns: &str, sa: &str) -> Result<(), Failure> {
+    match found {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Failure::stalled(
+            Reason::ImpersonationFailed,
+            format!("ServiceAccount \"{sa}\" not found in namespace \"{ns}\""),
+        )),
+        Err(e) => Err(Failure::transient(
+            Reason::ImpersonationFailed,
+            format!("reading ServiceAccount {ns}/{sa} failed: {e}"),
+        )),
     }
 }
 

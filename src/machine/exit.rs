@@ -81,9 +81,9 @@ impl Attempt {
         }
     }
 
-    /// The status every commit shares: observed generation, finalised conditions, the
-    /// on-demand token.
-    pub(super) fn base_status(&self) -> ReleaseStatus {
+    /// The persisted status with this attempt's generation and finalised conditions: all a
+    /// suspended release's commit changes.
+    pub(super) fn observed_status(&self) -> ReleaseStatus {
         let mut s = self.ctx.persisted.clone();
         s.observed_generation = self.ctx.generation;
         s.conditions = self.ctx.conds.finalize(
@@ -91,6 +91,13 @@ impl Attempt {
             self.now,
             self.ctx.generation,
         );
+        s
+    }
+
+    /// The status every commit shares: observed generation, finalised conditions, the
+    /// on-demand token.
+    pub(super) fn base_status(&self) -> ReleaseStatus {
+        let mut s = self.observed_status();
         if let Some(t) = &self.ctx.requested_at {
             s.last_handled_reconcile_at = t.clone();
         }
@@ -102,7 +109,20 @@ impl Attempt {
         s
     }
 
-    pub(super) fn record_attempt(&self, s: &mut ReleaseStatus) {
+    /// An attempt that counts (SPEC §10): its failure counters updated by whether it
+    /// `succeeded`, and its `lastAttempted*` fields.
+    pub(super) fn record_counted_attempt(&self, s: &mut ReleaseStatus, succeeded: bool) {
+        status::update_counters(
+            &mut s.failure_counters,
+            Some(succeeded),
+            self.ctx.apply_ok,
+            self.ctx.prune_ok,
+            self.ctx.drift_ok,
+        );
+        self.record_attempt(s);
+    }
+
+    fn record_attempt(&self, s: &mut ReleaseStatus) {
         let d = &self.ctx.digests;
         s.release_uuid = self.ctx.uuid.clone();
         if let Some(src) = &self.ctx.source_status {
@@ -174,15 +194,8 @@ impl Attempt {
         let mut s = self.base_status();
         let mut failures = s.failure_counters.reconcile;
         if f.class != FailureClass::SoftBlocked {
-            status::update_counters(
-                &mut s.failure_counters,
-                Some(false),
-                self.ctx.apply_ok,
-                self.ctx.prune_ok,
-                self.ctx.drift_ok,
-            );
+            self.record_counted_attempt(&mut s, false);
             failures = s.failure_counters.reconcile;
-            self.record_attempt(&mut s);
             if self.ctx.applied {
                 self.record_applied(&mut s);
             }
@@ -206,8 +219,8 @@ impl Attempt {
         );
     }
 
-    /// SPEC §3 step 17: applied (and maybe pruned).
-    pub(super) fn success(&mut self, outcome: Outcome) {
+    /// `Ready=True/ReconciliationSucceeded`; `Reconciling` and `Stalled` removed.
+    fn mark_succeeded(&mut self) {
         let c = &mut self.ctx.conds;
         c.set(
             ct::READY,
@@ -215,22 +228,15 @@ impl Attempt {
             Reason::ReconciliationSucceeded,
             "Reconciliation succeeded",
         );
-        for t in [ct::RECONCILING, ct::STALLED, ct::DRIFTED] {
-            c.remove(t);
-        }
-        let (created, updated, unchanged) = self.ctx.counts;
-        let total = created + updated + unchanged;
-        self.event(
-            EventType::Normal,
-            Reason::Applied,
-            &format!(
-                "Applied {total} resources ({created} created, {updated} updated, {unchanged} unchanged)"
-            ),
-        );
-        if outcome == Outcome::AppliedAndPruned && self.ctx.pruned > 0 {
-            let note = format!("Pruned {} stale resources", self.ctx.pruned);
-            self.event(EventType::Normal, Reason::Pruned, &note);
-        }
+        c.remove(ct::RECONCILING);
+        c.remove(ct::STALLED);
+    }
+
+    /// SPEC §3 step 17: applied (and maybe pruned).
+    pub(super) fn success(&mut self, outcome: Outcome) {
+        self.mark_succeeded();
+        self.ctx.conds.remove(ct::DRIFTED);
+        self.applied_events(Some(outcome));
         self.event(
             EventType::Normal,
             Reason::ReconciliationSucceeded,
@@ -238,14 +244,7 @@ impl Attempt {
         );
 
         let mut s = self.base_status();
-        status::update_counters(
-            &mut s.failure_counters,
-            Some(true),
-            self.ctx.apply_ok,
-            self.ctx.prune_ok,
-            self.ctx.drift_ok,
-        );
-        self.record_attempt(&mut s);
+        self.record_counted_attempt(&mut s, true);
         let d = &self.ctx.digests;
         s.last_applied_at = Some(k8s_time(self.now));
         s.last_applied_source_digest = d.source.clone();
@@ -276,15 +275,7 @@ impl Attempt {
     /// SPEC §3 step 14 and §10's NoOp commit: conditions, observedGeneration, counters
     /// `reconcile`/`drift`, `nextRetryAt` cleared. Nothing else.
     pub(super) fn noop_exit(&mut self) {
-        let c = &mut self.ctx.conds;
-        c.set(
-            ct::READY,
-            TRUE,
-            Reason::ReconciliationSucceeded,
-            "Reconciliation succeeded",
-        );
-        c.remove(ct::RECONCILING);
-        c.remove(ct::STALLED);
+        self.mark_succeeded();
         self.event(EventType::Normal, Reason::NoOp, "No changes detected");
         let mut s = self.base_status();
         status::update_counters(
@@ -311,7 +302,14 @@ impl Attempt {
     /// A finalizer patch failed: nothing was committed; retry with backoff.
     pub(super) fn finalizer_failed(&mut self, e: &ApiError) {
         let note = format!("updating the finalizer failed: {e}");
-        self.event(EventType::Warning, Reason::FinalizerFailed, &note);
+        self.unpersisted_failure(Reason::FinalizerFailed, &note, e);
+    }
+
+    /// A write of our own failed, so no status records this attempt: a Warning, and a
+    /// backoff as if the failure counter had been incremented (the interpreter keeps that
+    /// count in memory).
+    fn unpersisted_failure(&mut self, reason: Reason, note: &str, e: &ApiError) {
+        self.event(EventType::Warning, reason, note);
         let n = self
             .ctx
             .persisted
@@ -321,7 +319,7 @@ impl Attempt {
         let metrics = vec![self.reconcile_metric(Outcome::FailedTransient)];
         self.emit_done(DoneInfo {
             outcome: Outcome::FailedTransient,
-            reason: Reason::FinalizerFailed,
+            reason,
             requeue: Some(honour_retry_after(compute_backoff(n), e)),
             metrics,
         });
@@ -359,20 +357,7 @@ impl Attempt {
             Ok(()) => self.after_patch(after),
             Err(e) => {
                 let note = format!("writing the status failed: {e}");
-                self.event(EventType::Warning, Reason::StatusPatchFailed, &note);
-                let n = self
-                    .ctx
-                    .persisted
-                    .failure_counters
-                    .reconcile
-                    .saturating_add(1);
-                let metrics = vec![self.reconcile_metric(Outcome::FailedTransient)];
-                self.emit_done(DoneInfo {
-                    outcome: Outcome::FailedTransient,
-                    reason: Reason::StatusPatchFailed,
-                    requeue: Some(honour_retry_after(compute_backoff(n), &e)),
-                    metrics,
-                });
+                self.unpersisted_failure(Reason::StatusPatchFailed, &note, &e);
             }
         }
     }

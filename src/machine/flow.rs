@@ -315,18 +315,10 @@ impl Attempt {
     }
 
     pub(super) fn on_service_account(&mut self, result: Result<bool, ApiError>) {
-        let sa = self.ctx.service_account.clone().unwrap_or_default();
-        let ns = self.ctx.key.namespace.clone();
-        match result {
-            Ok(true) => self.drift_step(),
-            Ok(false) => self.fail(Failure::stalled(
-                Reason::ImpersonationFailed,
-                format!("ServiceAccount \"{sa}\" not found in namespace \"{ns}\""),
-            )),
-            Err(e) => self.fail(Failure::transient(
-                Reason::ImpersonationFailed,
-                format!("reading ServiceAccount {ns}/{sa} failed: {e}"),
-            )),
+        let sa = self.ctx.service_account.as_deref().unwrap_or_default();
+        match exits::service_account(&result, &self.ctx.key.namespace, sa) {
+            Ok(()) => self.drift_step(),
+            Err(f) => self.fail(f),
         }
     }
 }

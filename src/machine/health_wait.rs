@@ -209,7 +209,7 @@ impl Attempt {
     }
 
     /// The Applied (and Pruned) events of an attempt whose apply succeeded.
-    fn applied_events(&mut self, applied: Option<Outcome>) {
+    pub(super) fn applied_events(&mut self, applied: Option<Outcome>) {
         let (created, updated, unchanged) = self.ctx.counts;
         let total = created + updated + unchanged;
         self.event(
@@ -251,14 +251,7 @@ impl Attempt {
         let mut metrics = vec![self.reconcile_metric(outcome)];
         if applied.is_some() {
             self.applied_events(applied);
-            status::update_counters(
-                &mut s.failure_counters,
-                Some(true),
-                self.ctx.apply_ok,
-                self.ctx.prune_ok,
-                self.ctx.drift_ok,
-            );
-            self.record_attempt(&mut s);
+            self.record_counted_attempt(&mut s, true);
             self.record_applied(&mut s);
             let entry = self.history("progressing", msg, true);
             status::push_history(&mut s.history, entry);

@@ -37,13 +37,7 @@ impl Attempt {
         if !was {
             self.event(EventType::Normal, Reason::Suspended, msg);
         }
-        let mut s = self.ctx.persisted.clone();
-        s.observed_generation = self.ctx.generation;
-        s.conditions = self.ctx.conds.finalize(
-            &self.ctx.persisted.conditions,
-            self.now,
-            self.ctx.generation,
-        );
+        let s = self.observed_status();
         let metrics = vec![self.reconcile_metric(Outcome::NoOp)];
         self.commit(
             s,
