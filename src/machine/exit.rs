@@ -9,7 +9,6 @@ use crate::conditions::{FALSE, TRUE, k8s_time};
 use crate::constants::conditions as ct;
 use crate::effect::{Effect, Event, EventType, Metric};
 use crate::input::ApiError;
-use crate::inventory;
 use crate::outcome::{Failure, FailureClass, Outcome};
 use crate::reason::Reason;
 use crate::status::{self, is_empty_patch, merge_patch};
@@ -197,7 +196,7 @@ impl Attempt {
             self.record_counted_attempt(&mut s, false);
             failures = s.failure_counters.reconcile;
             if self.ctx.applied {
-                self.record_applied(&mut s);
+                self.record_applied(&mut s, self.ctx.applied_at.unwrap_or(self.now));
             }
             let entry = self.history(self.ctx.step, &f.message, false);
             status::push_history(&mut s.history, entry);
@@ -245,15 +244,7 @@ impl Attempt {
 
         let mut s = self.base_status();
         self.record_counted_attempt(&mut s, true);
-        let d = &self.ctx.digests;
-        s.last_applied_at = Some(k8s_time(self.now));
-        s.last_applied_source_digest = d.source.clone();
-        s.last_applied_config_digest = d.config.clone();
-        s.last_applied_render_digest = d.render.clone();
-        s.inventory = Some(inventory::next(
-            self.ctx.persisted.inventory.as_ref(),
-            self.ctx.entries.clone(),
-        ));
+        self.record_applied(&mut s, self.now);
         let entry = self.history("complete", "", true);
         status::push_history(&mut s.history, entry);
         s.next_retry_at = None;

@@ -227,9 +227,10 @@ impl Attempt {
 
     /// Records an apply that succeeded: digests, time, the new inventory (the objects are
     /// there, whatever their health).
-    pub(super) fn record_applied(&self, s: &mut crate::api::ReleaseStatus) {
+    /// `at` is when the objects were applied.
+    pub(super) fn record_applied(&self, s: &mut crate::api::ReleaseStatus, at: jiff::Timestamp) {
         let d = &self.ctx.digests;
-        s.last_applied_at = Some(k8s_time(self.ctx.applied_at.unwrap_or(self.now)));
+        s.last_applied_at = Some(k8s_time(at));
         s.last_applied_source_digest = d.source.clone();
         s.last_applied_config_digest = d.config.clone();
         s.last_applied_render_digest = d.render.clone();
@@ -252,7 +253,7 @@ impl Attempt {
         if applied.is_some() {
             self.applied_events(applied);
             self.record_counted_attempt(&mut s, true);
-            self.record_applied(&mut s);
+            self.record_applied(&mut s, self.ctx.applied_at.unwrap_or(self.now));
             let entry = self.history("progressing", msg, true);
             status::push_history(&mut s.history, entry);
             metrics.extend(self.applied_metrics());
