@@ -10,7 +10,9 @@ use crate::reason::Reason;
 
 /// `True`, `False`, `Unknown`.
 pub const TRUE: &str = "True";
+/// A condition status: the condition does not hold.
 pub const FALSE: &str = "False";
+/// A condition status: not decided yet (an attempt or a health wait is under way).
 pub const UNKNOWN: &str = "Unknown";
 
 /// Cuts `s` to at most `max` bytes on a character boundary.
@@ -38,12 +40,14 @@ pub struct Conditions {
 }
 
 impl Conditions {
+    /// Starts the working set from the stored conditions, so unchanged ones keep their times.
     pub fn from_persisted(persisted: &[Condition]) -> Self {
         Self {
             list: persisted.to_vec(),
         }
     }
 
+    /// The working condition of `type_`, if set.
     pub fn get(&self, type_: &str) -> Option<&Condition> {
         self.list.iter().find(|c| c.type_ == type_)
     }
@@ -53,6 +57,7 @@ impl Conditions {
         self.get(type_).is_some_and(|c| c.status == status)
     }
 
+    /// Sets `type_` (message truncated to the API limit); its transition time is decided at `finalize`.
     pub fn set(&mut self, type_: &str, status: &str, reason: Reason, message: &str) {
         let message = truncate(message, CONDITION_MESSAGE_MAX);
         match self.list.iter_mut().find(|c| c.type_ == type_) {
@@ -72,6 +77,7 @@ impl Conditions {
         }
     }
 
+    /// Drops `type_`, as a stall drops `Reconciling` and a success `Stalled`.
     pub fn remove(&mut self, type_: &str) {
         self.list.retain(|c| c.type_ != type_);
     }

@@ -11,10 +11,15 @@ use crate::reason::Reason;
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "camelCase")]
 pub enum Outcome {
+    /// Nothing changed: no apply, status barely touched (SPEC §10).
     NoOp,
+    /// Applied, nothing pruned.
     Applied,
+    /// Applied and the prune ran.
     AppliedAndPruned,
+    /// Retried with backoff (soft-blocked exits count here too).
     FailedTransient,
+    /// Needs a change; rechecked after 30 minutes.
     FailedStalled,
     /// Nothing to apply, still waiting for health (SPEC §26).
     Progressing,
@@ -54,12 +59,16 @@ pub enum FailureClass {
 /// A classified failed exit: reason, class and the message shown in conditions and events.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
+    /// The condition and event reason.
     pub reason: Reason,
+    /// How it is retried.
     pub class: FailureClass,
+    /// Shown in `Ready`, the event and the history entry.
     pub message: String,
 }
 
 impl Failure {
+    /// A failure retried with backoff.
     pub fn transient(reason: Reason, message: impl Into<String>) -> Self {
         Self {
             reason,
@@ -67,6 +76,7 @@ impl Failure {
             message: message.into(),
         }
     }
+    /// A failure that needs a change to the spec or the cluster.
     pub fn stalled(reason: Reason, message: impl Into<String>) -> Self {
         Self {
             reason,
@@ -74,6 +84,7 @@ impl Failure {
             message: message.into(),
         }
     }
+    /// Waiting on something outside the release; not counted as a failure.
     pub fn soft(reason: Reason, message: impl Into<String>) -> Self {
         Self {
             reason,

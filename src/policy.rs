@@ -57,6 +57,7 @@ impl SsaPolicy {
 #[serde(rename_all = "camelCase")]
 pub struct ObjectPolicy {
     #[serde(default, skip_serializing_if = "is_override")]
+    /// How the object is applied (`releases.opmodel.dev/ssa`).
     pub ssa: SsaPolicy,
     /// `releases.opmodel.dev/force: enabled`: an immutable-field error deletes and
     /// recreates the object (UID precondition).
@@ -72,6 +73,7 @@ fn is_override(s: &SsaPolicy) -> bool {
 }
 
 impl ObjectPolicy {
+    /// No annotation or rule applies: the effect carries no policy at all.
     pub fn is_default(&self) -> bool {
         *self == ObjectPolicy::default()
     }

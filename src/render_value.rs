@@ -16,9 +16,13 @@ use crate::reason::Reason;
 /// The release the objects belong to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReleaseIdentity {
+    /// Which CRD the release is, part of its UUID.
     pub kind: Kind,
+    /// Where its namespaced objects must live.
     pub namespace: String,
+    /// Stamped as the release-name label.
     pub name: String,
+    /// Stamped as the uuid label that ownership and prune compare.
     pub uuid: String,
 }
 

@@ -34,14 +34,20 @@ pub const MAX_TARGET_DEPTH: usize = 32;
 pub enum ValuesContent {
     /// The key's content: with `targetPath` a string (the raw text), else the parsed
     /// document. Strings from a Secret are `sha256:<hex>` digests.
-    Found { value: Value },
+    Found {
+        /// The content, ready to merge under `values`.
+        value: Value,
+    },
     /// The object does not exist.
     ObjectMissing,
     /// The object exists without the key.
     KeyMissing,
     /// The content is not valid YAML/JSON (or not UTF-8). `message` never quotes content:
     /// it is a position at most.
-    Unparsable { message: String },
+    Unparsable {
+        /// Where parsing stopped.
+        message: String,
+    },
 }
 
 /// What the interpreter found for `module.secretRef` (SPEC §27).
@@ -55,11 +61,14 @@ pub enum CredentialsContent {
     /// A usable `kubernetes.io/dockerconfigjson` Secret; `digest` is `sha256:` of its
     /// `.dockerconfigjson` bytes, the key under which the interpreter keeps them.
     Found {
+        /// Where the interpreter keeps the bytes; only this reaches the core.
         digest: String,
     },
+    /// The Secret does not exist.
     ObjectMissing,
     /// Not of type `kubernetes.io/dockerconfigjson`, no `.dockerconfigjson` key, or not JSON.
     Invalid {
+        /// What is wrong with it, never its content.
         message: String,
     },
 }

@@ -12,7 +12,7 @@ use crate::object::ResourceId;
 use super::{Attempt, add};
 
 /// A workload `InProgress` this long has its newest pods read for the message (SPEC §26).
-pub const POD_DETAIL_AFTER: Duration = Duration::from_secs(30);
+pub(super) const POD_DETAIL_AFTER: Duration = Duration::from_secs(30);
 
 /// One object's verdict: its assessment under `rules` and, when not healthy, its pods.
 pub(super) fn judge(o: &HealthObject, rules: &health::HealthRules) -> Judged {

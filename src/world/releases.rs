@@ -34,14 +34,14 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
-pub fn meta_mut(o: &mut ReleaseObject) -> &mut ObjectMeta {
+pub(super) fn meta_mut(o: &mut ReleaseObject) -> &mut ObjectMeta {
     match o {
         ReleaseObject::ModuleRelease(r) => &mut r.metadata,
         ReleaseObject::Release(r) => &mut r.metadata,
     }
 }
 
-pub fn status_mut(o: &mut ReleaseObject) -> &mut Option<ReleaseStatus> {
+pub(super) fn status_mut(o: &mut ReleaseObject) -> &mut Option<ReleaseStatus> {
     match o {
         ReleaseObject::ModuleRelease(r) => &mut r.status,
         ReleaseObject::Release(r) => &mut r.status,
@@ -65,7 +65,7 @@ fn set_spec(o: &mut ReleaseObject, v: Value) -> Result<(), serde_json::Error> {
 }
 
 /// The `Ready` condition's status, or empty.
-pub fn ready_status(o: &ReleaseObject) -> String {
+pub(super) fn ready_status(o: &ReleaseObject) -> String {
     o.status()
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == conditions::READY))
         .map(|c| c.status.clone())
