@@ -315,6 +315,11 @@ mod tests {
             Reason::ALL,
             "the table lists every reason once, in order"
         );
+        // A variant declared between two others but missing from `ALL` shifts the
+        // discriminants after it, which this catches.
+        for (i, r) in Reason::ALL.into_iter().enumerate() {
+            assert_eq!(r as usize, i, "{r} out of place in Reason::ALL");
+        }
         for (reason, name, action) in SPEC {
             assert_eq!(reason.as_str(), name);
             assert_eq!(reason.to_string(), name);
