@@ -6,10 +6,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::Condition;
 use crate::constants::{CONDITION_MESSAGE_MAX, conditions as types};
+use crate::reason::Reason;
 
 /// `True`, `False`, `Unknown`.
 pub const TRUE: &str = "True";
+/// A condition status: the condition does not hold.
 pub const FALSE: &str = "False";
+/// A condition status: not decided yet (an attempt or a health wait is under way).
 pub const UNKNOWN: &str = "Unknown";
 
 /// Cuts `s` to at most `max` bytes on a character boundary.
@@ -37,12 +40,14 @@ pub struct Conditions {
 }
 
 impl Conditions {
+    /// Starts the working set from the stored conditions, so unchanged ones keep their times.
     pub fn from_persisted(persisted: &[Condition]) -> Self {
         Self {
             list: persisted.to_vec(),
         }
     }
 
+    /// The working condition of `type_`, if set.
     pub fn get(&self, type_: &str) -> Option<&Condition> {
         self.list.iter().find(|c| c.type_ == type_)
     }
@@ -52,18 +57,19 @@ impl Conditions {
         self.get(type_).is_some_and(|c| c.status == status)
     }
 
-    pub fn set(&mut self, type_: &str, status: &str, reason: &str, message: &str) {
+    /// Sets `type_` (message truncated to the API limit); its transition time is decided at `finalize`.
+    pub fn set(&mut self, type_: &str, status: &str, reason: Reason, message: &str) {
         let message = truncate(message, CONDITION_MESSAGE_MAX);
         match self.list.iter_mut().find(|c| c.type_ == type_) {
             Some(c) => {
                 c.status = status.to_string();
-                c.reason = reason.to_string();
+                c.reason = reason.as_str().to_string();
                 c.message = message;
             }
             None => self.list.push(Condition {
                 type_: type_.to_string(),
                 status: status.to_string(),
-                reason: reason.to_string(),
+                reason: reason.as_str().to_string(),
                 message,
                 last_transition_time: None,
                 observed_generation: 0,
@@ -71,6 +77,7 @@ impl Conditions {
         }
     }
 
+    /// Drops `type_`, as a stall drops `Reconciling` and a success `Stalled`.
     pub fn remove(&mut self, type_: &str) {
         self.list.retain(|c| c.type_ != type_);
     }
@@ -135,7 +142,7 @@ mod tests {
         let t0 = ts("2026-01-01T00:00:00Z");
         let t1 = ts("2026-01-01T00:10:00.750Z");
         let mut c = Conditions::default();
-        c.set("Ready", FALSE, "ApplyFailed", "boom");
+        c.set("Ready", FALSE, Reason::ApplyFailed, "boom");
         let persisted = c.finalize(&[], t0, 1);
         assert_eq!(persisted[0].last_transition_time, Some(k8s_time(t0)));
 
@@ -144,7 +151,7 @@ mod tests {
         assert_eq!(same[0].observed_generation, 2);
 
         let mut changed = Conditions::from_persisted(&persisted);
-        changed.set("Ready", FALSE, "ApplyFailed", "boom again");
+        changed.set("Ready", FALSE, Reason::ApplyFailed, "boom again");
         let changed = changed.finalize(&persisted, t1, 2);
         assert_eq!(changed[0].last_transition_time, Some(k8s_time(t1)));
         assert_eq!(
@@ -163,7 +170,7 @@ mod tests {
             "Reconciling",
             "Stalled",
         ] {
-            c.set(t, TRUE, "R", "m");
+            c.set(t, TRUE, Reason::Progressing, "m");
         }
         let got: Vec<String> = c
             .finalize(&[], ts("2026-01-01T00:00:00Z"), 1)
@@ -186,7 +193,7 @@ mod tests {
     fn messages_are_truncated_on_char_boundaries() {
         let long = "é".repeat(CONDITION_MESSAGE_MAX);
         let mut c = Conditions::default();
-        c.set("Ready", FALSE, "R", &long);
+        c.set("Ready", FALSE, Reason::RenderFailed, &long);
         let m = &c.get("Ready").unwrap().message;
         assert!(m.len() <= CONDITION_MESSAGE_MAX && m.len() >= CONDITION_MESSAGE_MAX - 1);
         assert_eq!(truncate("abc", 2), "ab");

@@ -27,10 +27,15 @@ pub const EVENT_NOTE_MAX: usize = 1024;
 
 /// Labels stamped on every applied object (SPEC §6).
 pub mod labels {
+    /// Who manages the object; prune deletes only objects whose value is one of ours (SPEC §9).
     pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+    /// The owning release's name, for `kubectl get -l`.
     pub const RELEASE_NAME: &str = "module-release.opmodel.dev/name";
+    /// The owning release's namespace (cluster-scoped objects have none of their own).
     pub const RELEASE_NAMESPACE: &str = "module-release.opmodel.dev/namespace";
+    /// The owning release's UUID: ownership and prune compare this, not the name (SPEC §25).
     pub const RELEASE_UUID: &str = "module-release.opmodel.dev/uuid";
+    /// The module component the object was rendered from.
     pub const COMPONENT: &str = "component.opmodel.dev/name";
     /// Every label the operator stamps: removed when an object is orphaned (SPEC §28).
     pub const STAMPED: [&str; 5] = [
@@ -46,10 +51,16 @@ pub mod labels {
 
 /// Condition types.
 pub mod conditions {
+    /// The summary condition users and `dependsOn` read.
     pub const READY: &str = "Ready";
+    /// True while an attempt is under way or a transient failure retries.
     pub const RECONCILING: &str = "Reconciling";
+    /// True when only a change to the spec or the cluster can help.
     pub const STALLED: &str = "Stalled";
+    /// True when live objects differ from what was applied (SPEC §20).
     pub const DRIFTED: &str = "Drifted";
+    /// ModuleRelease only: the module path@version was found and rendered.
     pub const MODULE_RESOLVED: &str = "ModuleResolved";
+    /// With `wait`: whether every applied object is healthy (SPEC §26).
     pub const HEALTHY: &str = "Healthy";
 }

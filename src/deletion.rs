@@ -23,6 +23,7 @@ pub enum Plan {
     ServiceAccountMissing,
 }
 
+/// Decides what deleting the release does with its inventory (SPEC §12).
 pub fn plan(
     prune: bool,
     inventory_count: usize,

@@ -6,7 +6,8 @@ use crate::api::DependencyRef;
 use crate::constants::conditions;
 use crate::input::{DependencyReport, ReleaseSnapshot};
 use crate::object::{Kind, ReleaseKey, ReleaseObject};
-use crate::outcome::{Failure, reasons};
+use crate::outcome::Failure;
+use crate::reason::Reason;
 
 /// Fills in each entry's namespace (the release's) and kind (the release's own).
 pub fn resolve(own: &ReleaseKey, refs: &[DependencyRef]) -> Result<Vec<ReleaseKey>, Failure> {
@@ -17,7 +18,7 @@ pub fn resolve(own: &ReleaseKey, refs: &[DependencyRef]) -> Result<Vec<ReleaseKe
             } else {
                 Kind::parse(&r.kind).ok_or_else(|| {
                     Failure::stalled(
-                        reasons::DEPENDENCIES_NOT_READY,
+                        Reason::DependenciesNotReady,
                         format!(
                             "dependency {} has unsupported kind \"{}\" (expected ModuleRelease or Release)",
                             r.name, r.kind
@@ -101,13 +102,13 @@ pub fn precheck(
     for r in refs {
         if r == own {
             return Err(Failure::stalled(
-                reasons::DEPENDENCIES_NOT_READY,
+                Reason::DependenciesNotReady,
                 format!("release {} depends on itself", own.display()),
             ));
         }
         if r.namespace != own.namespace && !allow_cross_namespace {
             return Err(Failure::stalled(
-                reasons::CROSS_NAMESPACE_REF_DENIED,
+                Reason::CrossNamespaceRefDenied,
                 format!(
                     "cross-namespace dependency on {} {} is not allowed (--allow-cross-namespace-refs is off)",
                     r.kind.as_str(),
@@ -167,7 +168,7 @@ pub fn evaluate(
     if let Some(cycle) = find_cycle(own, refs, report) {
         let path: Vec<String> = cycle.iter().map(ReleaseKey::display).collect();
         return Err(Failure::stalled(
-            reasons::DEPENDENCIES_NOT_READY,
+            Reason::DependenciesNotReady,
             format!("dependency cycle detected: {}", path.join(" -> ")),
         ));
     }
@@ -179,7 +180,7 @@ pub fn evaluate(
             .is_some_and(|s| s.ready == "True" && s.observed_generation == s.generation);
         if !ready {
             return Err(Failure::soft(
-                reasons::DEPENDENCIES_NOT_READY,
+                Reason::DependenciesNotReady,
                 format!("waiting for dependency {}", r.display()),
             ));
         }

@@ -108,6 +108,12 @@ pub fn render<'a>(sorted_objects: impl IntoIterator<Item = &'a Value>) -> String
     sha256(&buf)
 }
 
+/// The order inventory entries are digested and stored in (SPEC §7): group, kind,
+/// namespace, name, component, v.
+pub fn inventory_order(e: &InventoryEntry) -> (&str, &str, &str, &str, &str, &str) {
+    (&e.group, &e.kind, &e.namespace, &e.name, &e.component, &e.v)
+}
+
 /// Inventory digest: entries sorted by (group, kind, namespace, name, component, v), each
 /// written with keys in the order group, kind, namespace, name, v, component, empty omitted.
 pub fn inventory(entries: &[InventoryEntry]) -> String {
@@ -115,16 +121,7 @@ pub fn inventory(entries: &[InventoryEntry]) -> String {
         return EMPTY_DIGEST.to_string();
     }
     let mut sorted: Vec<&InventoryEntry> = entries.iter().collect();
-    sorted.sort_by(|a, b| {
-        (&a.group, &a.kind, &a.namespace, &a.name, &a.component, &a.v).cmp(&(
-            &b.group,
-            &b.kind,
-            &b.namespace,
-            &b.name,
-            &b.component,
-            &b.v,
-        ))
-    });
+    sorted.sort_by(|a, b| inventory_order(a).cmp(&inventory_order(b)));
     let mut out = String::from("[");
     for (i, e) in sorted.into_iter().enumerate() {
         if i > 0 {

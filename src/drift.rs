@@ -10,11 +10,12 @@ const NAMED: usize = 5;
 
 /// "N resource(s) drifted from desired state: Kind/ns/name, …" (first five named).
 pub fn message(drifted: &[ResourceId]) -> String {
-    let mut names: Vec<String> = drifted
-        .iter()
-        .take(NAMED)
-        .map(ResourceId::display)
-        .collect();
+    summary(drifted, ResourceId::display)
+}
+
+/// "N resource(s) drifted from desired state: a, b, …", naming the first few.
+fn summary<T>(drifted: &[T], describe: impl Fn(&T) -> String) -> String {
+    let mut names: Vec<String> = drifted.iter().take(NAMED).map(describe).collect();
     if drifted.len() > NAMED {
         names.push("…".to_string());
     }
@@ -74,15 +75,7 @@ pub fn assess(report: &DriftReport, desired: &[DesiredObject]) -> Vec<ObjectDrif
 /// "N resource(s) drifted from desired state: Kind/ns/name (/path by manager, …), …":
 /// first five objects, first three fields of each, and who changed them.
 pub fn detailed_message(drifted: &[ObjectDrift]) -> String {
-    let mut names: Vec<String> = drifted.iter().take(NAMED).map(describe).collect();
-    if drifted.len() > NAMED {
-        names.push("…".to_string());
-    }
-    format!(
-        "{} resource(s) drifted from desired state: {}",
-        drifted.len(),
-        names.join(", ")
-    )
+    summary(drifted, describe)
 }
 
 fn describe(d: &ObjectDrift) -> String {

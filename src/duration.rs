@@ -9,7 +9,9 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid duration {input:?}: {why}")]
 pub struct DurationError {
+    /// The string as written, for the message.
     pub input: String,
+    /// What is wrong with it.
     pub why: &'static str,
 }
 

@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::api::ReleaseStatus;
 use crate::object::{DesiredObject, ReleaseKey, ResourceId};
 use crate::outcome::Outcome;
+use crate::reason::Reason;
 
 /// One request from the core. See the crate docs for the drain rule.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -103,7 +104,7 @@ pub enum Effect {
     /// success requeues only. `reason` names the exit (e.g. `ApplyFailed`).
     Done {
         outcome: Outcome,
-        reason: String,
+        reason: Reason,
         requeue_after: Option<Duration>,
     },
     /// Read, as `identity`, each `valuesFrom` object of `namespace` in order and, when
@@ -331,7 +332,7 @@ pub enum EventType {
 #[serde(rename_all = "camelCase")]
 pub struct Event {
     pub event_type: EventType,
-    pub reason: String,
+    pub reason: Reason,
     pub action: String,
     pub note: String,
 }

@@ -47,6 +47,7 @@ pub struct FairQueue {
 }
 
 impl FairQueue {
+    /// An empty queue that will enforce `limits`.
     pub fn new(limits: Limits) -> Self {
         Self {
             limits,
@@ -56,6 +57,7 @@ impl FairQueue {
         }
     }
 
+    /// The limits it enforces, for the flags' echo in logs.
     pub fn limits(&self) -> Limits {
         self.limits
     }

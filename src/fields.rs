@@ -26,6 +26,7 @@ pub struct FieldDrift {
     /// RFC 6901 JSON pointer into the object (`/data/message`).
     pub path: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// The field manager that owns the path live, when one does: who to ask about the drift.
     pub manager: String,
 }
 
@@ -225,9 +226,13 @@ pub fn set(v: &mut Value, segs: &[String], value: Value) -> bool {
 /// One `metadata.managedFields` entry, as far as ownership needs it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ManagedEntry<'a> {
+    /// The field manager (`opm-controller`, `kubectl`, …).
     pub manager: &'a str,
+    /// `Apply` or `Update`: only an `Apply` entry of ours marks fields we own.
     pub operation: &'a str,
+    /// When the manager last wrote, for naming the latest writer.
     pub time: &'a str,
+    /// The `fieldsV1` tree of the fields it owns.
     pub fields: &'a Value,
 }
 

@@ -29,13 +29,18 @@ pub use summary::{Judged, MAX_NAMED, Summary, summarize, unhealthy_since};
     Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
 )]
 pub enum HealthStatus {
+    /// Will not get better by waiting: the attempt fails fast.
     Failed,
+    /// Could not be judged (read failed, or no rule knows the kind's state).
     Unknown,
+    /// Still rolling out.
     InProgress,
+    /// Healthy.
     Current,
 }
 
 impl HealthStatus {
+    /// The name shown in `status.health` and messages.
     pub fn as_str(self) -> &'static str {
         match self {
             HealthStatus::Current => "Current",
@@ -49,7 +54,9 @@ impl HealthStatus {
 /// A verdict and why, worded for the user (no object name: the caller prefixes it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Assessment {
+    /// The verdict.
     pub status: HealthStatus,
+    /// Why, in the user's words.
     pub message: String,
 }
 

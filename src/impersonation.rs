@@ -17,7 +17,8 @@ use crate::api::InventoryEntry;
 use crate::config::AllowOperatorIdentity;
 use crate::effect::Impersonation;
 use crate::object::{DesiredObject, ResourceId};
-use crate::outcome::{Failure, reasons};
+use crate::outcome::Failure;
+use crate::reason::Reason;
 
 /// The `ImpersonationFailed` message of a release without any ServiceAccount (SPEC §4).
 pub const NO_SERVICE_ACCOUNT: &str = "no ServiceAccount: set spec.serviceAccountName, or start the operator with --default-service-account";
@@ -71,7 +72,7 @@ pub fn check_operator_identity(
 ) -> Result<(), Failure> {
     match allow {
         AllowOperatorIdentity::Off => Err(Failure::stalled(
-            reasons::IMPERSONATION_FAILED,
+            Reason::ImpersonationFailed,
             NO_SERVICE_ACCOUNT,
         )),
         AllowOperatorIdentity::Cluster => Ok(()),
@@ -84,7 +85,7 @@ pub fn check_operator_identity(
                 Ok(())
             } else {
                 Err(Failure::stalled(
-                    reasons::APPLY_FAILED,
+                    Reason::ApplyFailed,
                     confinement_message(namespace, &why),
                 ))
             }

@@ -8,16 +8,7 @@ use crate::object::DesiredObject;
 pub fn entries_for(objects: &[DesiredObject]) -> Vec<InventoryEntry> {
     let mut entries: Vec<InventoryEntry> =
         objects.iter().map(DesiredObject::inventory_entry).collect();
-    entries.sort_by(|a, b| {
-        (&a.group, &a.kind, &a.namespace, &a.name, &a.component, &a.v).cmp(&(
-            &b.group,
-            &b.kind,
-            &b.namespace,
-            &b.name,
-            &b.component,
-            &b.v,
-        ))
-    });
+    entries.sort_by(|a, b| digest::inventory_order(a).cmp(&digest::inventory_order(b)));
     entries
 }
 

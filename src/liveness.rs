@@ -11,6 +11,7 @@ use std::time::Duration;
 /// One watch stream's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchBeat {
+    /// The stream's name, as `/healthz` reports it.
     pub name: String,
     /// The stream ended (its controller or trigger task stopped).
     pub ended: bool,
@@ -22,7 +23,9 @@ pub struct WatchBeat {
 /// A snapshot of the heartbeats, sampled at `now_ms`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Beats {
+    /// When the snapshot was taken (milliseconds of the interpreter's clock).
     pub now_ms: u64,
+    /// Every watch stream's state.
     pub watches: Vec<WatchBeat>,
     /// Attempts waiting for a slot.
     pub waiting: usize,
@@ -35,9 +38,25 @@ pub struct Beats {
 /// Why the operator is not live.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unhealthy {
-    WatchEnded { watch: String },
-    WatchFailing { watch: String, for_: Duration },
-    QueueStuck { waiting: usize, for_: Duration },
+    /// A watch stream stopped: its releases no longer react to changes.
+    WatchEnded {
+        /// Which stream.
+        watch: String,
+    },
+    /// A watch stream has errored on every poll for `for_`.
+    WatchFailing {
+        /// Which stream.
+        watch: String,
+        /// How long it has been failing.
+        for_: Duration,
+    },
+    /// Attempts wait, yet nothing has progressed for `for_`.
+    QueueStuck {
+        /// How many attempts wait for a slot.
+        waiting: usize,
+        /// How long nothing has progressed.
+        for_: Duration,
+    },
 }
 
 impl std::fmt::Display for Unhealthy {

@@ -11,12 +11,15 @@ use crate::config::Config;
 use crate::effect::{Effect, Metric};
 use crate::input::{Input, InputError, InputKind};
 use crate::object::ReleaseKey;
-use crate::outcome::{Failure, Outcome, reasons};
+use crate::outcome::Outcome;
+use crate::reason::Reason;
 
+mod apply;
 mod ctx;
 mod deleting;
 mod exit;
 mod flow;
+mod health_read;
 mod health_wait;
 mod suspend;
 mod values;
@@ -87,7 +90,7 @@ enum After {
 #[derive(Debug, Clone, PartialEq)]
 struct DoneInfo {
     outcome: Outcome,
-    reason: &'static str,
+    reason: Reason,
     requeue: Option<Duration>,
     metrics: Vec<Metric>,
 }
@@ -157,7 +160,7 @@ impl Attempt {
             InputKind::Observed { key, object } => a.begin(key, object),
             _ => a.out.push(Effect::Done {
                 outcome: Outcome::FailedTransient,
-                reason: "InvalidInput".to_string(),
+                reason: Reason::InvalidInput,
                 requeue_after: None,
             }),
         }
@@ -278,11 +281,7 @@ impl Attempt {
     }
 
     fn timed_out(&mut self) {
-        let msg = format!(
-            "reconcile attempt exceeded timeout of {}",
-            crate::duration::format(self.ctx.timeout)
-        );
-        self.fail(Failure::transient(reasons::RECONCILE_TIMEOUT, msg));
+        self.fail(crate::exits::timeout(self.ctx.timeout));
     }
 
     fn elapsed(&self) -> Duration {

@@ -10,11 +10,15 @@ use crate::api::{InventoryEntry, ModuleRelease, Release, ReleaseCommon, ReleaseS
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceId {
+    /// API group; empty for the core group.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub group: String,
+    /// The object's kind.
     pub kind: String,
+    /// Empty for a cluster-scoped object.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    /// The object's name.
     pub name: String,
     /// API version without the group (`v1`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -45,6 +49,7 @@ impl ResourceId {
         }
     }
 
+    /// The identity an inventory entry records, to compare a stale entry with live objects.
     pub fn from_entry(e: &InventoryEntry) -> Self {
         Self {
             group: e.group.clone(),
@@ -69,8 +74,11 @@ pub fn split_api_version(api_version: &str) -> (String, String) {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct DesiredObject {
+    /// Which object it is.
     pub id: ResourceId,
+    /// The module component it came from (the component label and the inventory).
     pub component: String,
+    /// The object as sent to the API server.
     pub manifest: Value,
     /// Per-object policies the core read from the render and the ignore rules (SPEC §28).
     #[serde(
@@ -81,6 +89,7 @@ pub struct DesiredObject {
 }
 
 impl DesiredObject {
+    /// Its inventory entry, as recorded after a full success (SPEC §8).
     pub fn inventory_entry(&self) -> InventoryEntry {
         InventoryEntry {
             group: self.id.group.clone(),
@@ -99,12 +108,15 @@ impl DesiredObject {
     Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default,
 )]
 pub enum Kind {
+    /// A module pulled from an OCI registry (`releases.opmodel.dev` ModuleRelease).
     #[default]
     ModuleRelease,
+    /// A release package inside a Flux source artifact.
     Release,
 }
 
 impl Kind {
+    /// The CRD kind, as in `kind:` and in traces.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::ModuleRelease => "ModuleRelease",
@@ -112,6 +124,7 @@ impl Kind {
         }
     }
 
+    /// The kind named `s`, if it is one of ours.
     pub fn parse(s: &str) -> Option<Kind> {
         match s {
             "ModuleRelease" => Some(Kind::ModuleRelease),
@@ -125,12 +138,16 @@ impl Kind {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct ReleaseKey {
+    /// Which CRD.
     pub kind: Kind,
+    /// The release's namespace.
     pub namespace: String,
+    /// The release's name.
     pub name: String,
 }
 
 impl ReleaseKey {
+    /// `namespace/name`, as messages name a release.
     pub fn display(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
@@ -141,11 +158,14 @@ impl ReleaseKey {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub enum ReleaseObject {
+    /// A ModuleRelease as read from the API server.
     ModuleRelease(ModuleRelease),
+    /// A Release as read from the API server.
     Release(Release),
 }
 
 impl ReleaseObject {
+    /// Which kind it is.
     pub fn kind(&self) -> Kind {
         match self {
             ReleaseObject::ModuleRelease(_) => Kind::ModuleRelease,
@@ -153,6 +173,7 @@ impl ReleaseObject {
         }
     }
 
+    /// Its metadata: generation, finalizers, deletion timestamp.
     pub fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
         match self {
             ReleaseObject::ModuleRelease(o) => &o.metadata,
@@ -160,6 +181,7 @@ impl ReleaseObject {
         }
     }
 
+    /// The spec fields both kinds share.
     pub fn common(&self) -> &ReleaseCommon {
         match self {
             ReleaseObject::ModuleRelease(o) => &o.spec.common,
@@ -167,6 +189,7 @@ impl ReleaseObject {
         }
     }
 
+    /// Its persisted status: the only memory between attempts.
     pub fn status(&self) -> Option<&ReleaseStatus> {
         match self {
             ReleaseObject::ModuleRelease(o) => o.status.as_ref(),
@@ -174,6 +197,7 @@ impl ReleaseObject {
         }
     }
 
+    /// The key that names it in queues, traces and metrics.
     pub fn key(&self) -> ReleaseKey {
         ReleaseKey {
             kind: self.kind(),

@@ -1,19 +1,25 @@
-//! The five outcomes and the exit table of SPEC §4: reason → class, event action, requeue.
+//! The six outcomes of SPEC §4 and a classified failed exit: class → outcome and requeue.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::backoff::{STALLED_RECHECK, compute_backoff};
+use crate::reason::Reason;
 
 /// How an attempt ended. Exactly six values; every exit names its own.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "camelCase")]
 pub enum Outcome {
+    /// Nothing changed: no apply, status barely touched (SPEC §10).
     NoOp,
+    /// Applied, nothing pruned.
     Applied,
+    /// Applied and the prune ran.
     AppliedAndPruned,
+    /// Retried with backoff (soft-blocked exits count here too).
     FailedTransient,
+    /// Needs a change; rechecked after 30 minutes.
     FailedStalled,
     /// Nothing to apply, still waiting for health (SPEC §26).
     Progressing,
@@ -38,65 +44,6 @@ impl Outcome {
     }
 }
 
-/// Condition and event reasons (SPEC §4, §12, §13, §20). Public contract: spelled as written.
-pub mod reasons {
-    pub const PROGRESSING: &str = "Progressing";
-    pub const SUCCEEDED: &str = "ReconciliationSucceeded";
-    pub const SUSPENDED: &str = "Suspended";
-    pub const RESUMED: &str = "Resumed";
-    pub const NO_OP: &str = "NoOp";
-    pub const APPLIED: &str = "Applied";
-    pub const PRUNED: &str = "Pruned";
-    pub const PRUNE_SKIPPED: &str = "PruneSkipped";
-    pub const DEPENDENCIES_NOT_READY: &str = "DependenciesNotReady";
-    pub const CROSS_NAMESPACE_REF_DENIED: &str = "CrossNamespaceRefDenied";
-    pub const SOURCE_NOT_READY: &str = "SourceNotReady";
-    pub const FETCH_FAILED: &str = "FetchFailed";
-    pub const INVALID_ARTIFACT: &str = "InvalidArtifact";
-    pub const PATH_NOT_FOUND: &str = "PathNotFound";
-    pub const RELEASE_FILE_NOT_FOUND: &str = "ReleaseFileNotFound";
-    pub const UNSUPPORTED_KIND: &str = "UnsupportedKind";
-    pub const RESOLUTION_FAILED: &str = "ResolutionFailed";
-    pub const RENDER_FAILED: &str = "RenderFailed";
-    pub const IMPERSONATION_FAILED: &str = "ImpersonationFailed";
-    pub const APPLY_FAILED: &str = "ApplyFailed";
-    pub const PRUNE_FAILED: &str = "PruneFailed";
-    pub const OWNERSHIP_CONFLICT: &str = "OwnershipConflict";
-    pub const RECONCILE_TIMEOUT: &str = "ReconcileTimeout";
-    pub const DELETION_SA_MISSING: &str = "DeletionSAMissing";
-    pub const ORPHANED_ON_DELETION: &str = "OrphanedOnDeletion";
-    pub const DRIFT_DETECTED: &str = "DriftDetected";
-    pub const FINALIZER_FAILED: &str = "FinalizerFailed";
-    pub const STATUS_PATCH_FAILED: &str = "StatusPatchFailed";
-    pub const DELETED: &str = "Deleted";
-    pub const GONE: &str = "Gone";
-    pub const HEALTH_CHECK_FAILED: &str = "HealthCheckFailed";
-    /// `Healthy=True` (SPEC leaves the reason open; Flux's word).
-    pub const HEALTH_SUCCEEDED: &str = "Succeeded";
-    /// A `valuesFrom` object or key is missing and not `optional` (SPEC §4, §27).
-    pub const VALUES_NOT_FOUND: &str = "ValuesNotFound";
-    /// An object deleted and created anew (`releases.opmodel.dev/force: enabled`, SPEC §28).
-    pub const RECREATED: &str = "Recreated";
-}
-
-/// The event action for a reason (SPEC §4's third column; the rest by the step they belong to).
-pub fn action_for(reason: &str) -> &'static str {
-    use reasons::*;
-    match reason {
-        DEPENDENCIES_NOT_READY => "DependsOn",
-        CROSS_NAMESPACE_REF_DENIED | SOURCE_NOT_READY => "Resolve",
-        FETCH_FAILED | INVALID_ARTIFACT => "Fetch",
-        PATH_NOT_FOUND | RELEASE_FILE_NOT_FOUND | UNSUPPORTED_KIND => "Load",
-        RESOLUTION_FAILED | RENDER_FAILED | VALUES_NOT_FOUND => "Render",
-        IMPERSONATION_FAILED | APPLY_FAILED | APPLIED | OWNERSHIP_CONFLICT | RECREATED => "Apply",
-        PRUNE_FAILED | PRUNED | PRUNE_SKIPPED => "Prune",
-        DRIFT_DETECTED => "DriftCheck",
-        HEALTH_CHECK_FAILED => "Health",
-        DELETION_SA_MISSING | ORPHANED_ON_DELETION | DELETED => "Delete",
-        _ => "Reconcile",
-    }
-}
-
 /// How a failed exit is retried.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -112,27 +59,33 @@ pub enum FailureClass {
 /// A classified failed exit: reason, class and the message shown in conditions and events.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
-    pub reason: &'static str,
+    /// The condition and event reason.
+    pub reason: Reason,
+    /// How it is retried.
     pub class: FailureClass,
+    /// Shown in `Ready`, the event and the history entry.
     pub message: String,
 }
 
 impl Failure {
-    pub fn transient(reason: &'static str, message: impl Into<String>) -> Self {
+    /// A failure retried with backoff.
+    pub fn transient(reason: Reason, message: impl Into<String>) -> Self {
         Self {
             reason,
             class: FailureClass::Transient,
             message: message.into(),
         }
     }
-    pub fn stalled(reason: &'static str, message: impl Into<String>) -> Self {
+    /// A failure that needs a change to the spec or the cluster.
+    pub fn stalled(reason: Reason, message: impl Into<String>) -> Self {
         Self {
             reason,
             class: FailureClass::Stalled,
             message: message.into(),
         }
     }
-    pub fn soft(reason: &'static str, message: impl Into<String>) -> Self {
+    /// Waiting on something outside the release; not counted as a failure.
+    pub fn soft(reason: Reason, message: impl Into<String>) -> Self {
         Self {
             reason,
             class: FailureClass::SoftBlocked,
@@ -189,9 +142,25 @@ mod tests {
     #[test]
     fn requeue_by_class() {
         let dep = Duration::from_secs(30);
-        assert_eq!(Failure::soft("x", "").requeue(9, dep), dep);
-        assert_eq!(Failure::transient("x", "").requeue(3, dep).as_secs(), 20);
-        assert_eq!(Failure::stalled("x", "").requeue(1, dep).as_secs(), 1800);
-        assert_eq!(Failure::soft("x", "").outcome(), Outcome::FailedTransient);
+        assert_eq!(
+            Failure::soft(Reason::SourceNotReady, "").requeue(9, dep),
+            dep
+        );
+        assert_eq!(
+            Failure::transient(Reason::ApplyFailed, "")
+                .requeue(3, dep)
+                .as_secs(),
+            20
+        );
+        assert_eq!(
+            Failure::stalled(Reason::RenderFailed, "")
+                .requeue(1, dep)
+                .as_secs(),
+            1800
+        );
+        assert_eq!(
+            Failure::soft(Reason::SourceNotReady, "").outcome(),
+            Outcome::FailedTransient
+        );
     }
 }

@@ -15,7 +15,8 @@ use crate::api::InventoryEntry;
 use crate::constants::{PRUNE_ANNOTATION, PRUNE_DISABLED, labels};
 use crate::input::{ApiError, LiveObject};
 use crate::object::{DesiredObject, Kind, ResourceId};
-use crate::outcome::{Failure, reasons};
+use crate::outcome::Failure;
+use crate::reason::Reason;
 use crate::render_value::release_uuid;
 
 /// Removes the `releases.opmodel.dev/prune` annotation from every manifest (it is an
@@ -177,7 +178,7 @@ pub fn decide(
     }
     if !conflicts.is_empty() {
         return Err(Failure::stalled(
-            reasons::OWNERSHIP_CONFLICT,
+            Reason::OwnershipConflict,
             conflicts.join("; "),
         ));
     }
@@ -194,11 +195,11 @@ pub fn decide(
         .any(|(_, e)| matches!(e, ApiError::Forbidden { .. }));
     Err(match (forbidden, impersonating) {
         (true, Some(who)) => Failure::stalled(
-            reasons::IMPERSONATION_FAILED,
+            Reason::ImpersonationFailed,
             format!("reading objects before apply forbidden while impersonating {who}: {detail}"),
         ),
         _ => Failure::transient(
-            reasons::APPLY_FAILED,
+            Reason::ApplyFailed,
             format!("reading objects before apply failed: {detail}"),
         ),
     })

@@ -16,7 +16,8 @@ use serde_json::Value;
 use crate::api::{IgnoreRule, IgnoreTarget};
 use crate::fields;
 use crate::object::DesiredObject;
-use crate::outcome::{Failure, reasons};
+use crate::outcome::Failure;
+use crate::reason::Reason;
 
 /// `releases.opmodel.dev/ssa`.
 pub const SSA_ANNOTATION: &str = "releases.opmodel.dev/ssa";
@@ -56,6 +57,7 @@ impl SsaPolicy {
 #[serde(rename_all = "camelCase")]
 pub struct ObjectPolicy {
     #[serde(default, skip_serializing_if = "is_override")]
+    /// How the object is applied (`releases.opmodel.dev/ssa`).
     pub ssa: SsaPolicy,
     /// `releases.opmodel.dev/force: enabled`: an immutable-field error deletes and
     /// recreates the object (UID precondition).
@@ -71,6 +73,7 @@ fn is_override(s: &SsaPolicy) -> bool {
 }
 
 impl ObjectPolicy {
+    /// No annotation or rule applies: the effect carries no policy at all.
     pub fn is_default(&self) -> bool {
         *self == ObjectPolicy::default()
     }
@@ -93,7 +96,7 @@ pub fn extract(objects: &mut [DesiredObject], rules: &[IgnoreRule]) -> Result<()
         if let Some(v) = take_annotation(&mut o.manifest, SSA_ANNOTATION) {
             policy.ssa = SsaPolicy::parse(&v).ok_or_else(|| {
                 Failure::stalled(
-                    reasons::RENDER_FAILED,
+                    Reason::RenderFailed,
                     format!(
                         "{}: annotation {SSA_ANNOTATION}: {v:?} is not one of Override, Merge, IfNotPresent, Ignore",
                         o.id.display()
@@ -107,7 +110,7 @@ pub fn extract(objects: &mut [DesiredObject], rules: &[IgnoreRule]) -> Result<()
                 "disabled" => false,
                 _ => {
                     return Err(Failure::stalled(
-                        reasons::RENDER_FAILED,
+                        Reason::RenderFailed,
                         format!(
                             "{}: annotation {FORCE_ANNOTATION}: {v:?} is not one of enabled, disabled",
                             o.id.display()

@@ -24,16 +24,20 @@ pub fn plan(stale: &[InventoryEntry]) -> (Vec<ResourceId>, Vec<ResourceId>) {
 /// One failed GET or DELETE.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PruneFailure {
+    /// The stale object.
     pub id: ResourceId,
+    /// Why the GET or DELETE failed; Forbidden stalls on the identity.
     pub error: ApiError,
 }
 
 /// What to do after inspecting the live stale objects.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Decision {
+    /// Objects confirmed ours, each deleted with its UID as precondition.
     pub deletions: Vec<Deletion>,
     /// Present but not ours (other manager, or another release's uuid).
     pub not_ours: Vec<ResourceId>,
+    /// GETs that failed; the prune fails with them.
     pub failures: Vec<PruneFailure>,
 }
 

@@ -10,14 +10,19 @@ use crate::constants::{FIELD_MANAGER, labels};
 use crate::effect::ApplyStage;
 use crate::input::GroupKind;
 use crate::object::{DesiredObject, Kind, ResourceId, split_api_version};
-use crate::outcome::{Failure, reasons};
+use crate::outcome::Failure;
+use crate::reason::Reason;
 
 /// The release the objects belong to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReleaseIdentity {
+    /// Which CRD the release is, part of its UUID.
     pub kind: Kind,
+    /// Where its namespaced objects must live.
     pub namespace: String,
+    /// Stamped as the release-name label.
     pub name: String,
+    /// Stamped as the uuid label that ownership and prune compare.
     pub uuid: String,
 }
 
@@ -65,7 +70,7 @@ fn is_cluster_scoped(group: &str, kind: &str, reported: &[GroupKind]) -> bool {
 }
 
 fn render_failed(message: String) -> Failure {
-    Failure::stalled(reasons::RENDER_FAILED, message)
+    Failure::stalled(Reason::RenderFailed, message)
 }
 
 /// Turns the exported value into stamped objects, sorted by (group, kind, namespace, name).
@@ -92,13 +97,13 @@ pub fn build_owned(
         Some("ModuleRelease") => {}
         Some(other) => {
             return Err(Failure::stalled(
-                reasons::UNSUPPORTED_KIND,
+                Reason::UnsupportedKind,
                 format!("exported kind \"{other}\" is not supported (expected ModuleRelease)"),
             ));
         }
         None => {
             return Err(Failure::stalled(
-                reasons::UNSUPPORTED_KIND,
+                Reason::UnsupportedKind,
                 "exported value has no kind (expected ModuleRelease)",
             ));
         }

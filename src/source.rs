@@ -1,12 +1,12 @@
-//! The per-kind source step (SPEC §8, §16-18): where the configuration comes from, and how
-//! source, fetch and render failures are classified.
+//! The per-kind source step (SPEC §8, §16-18): where the configuration comes from. How its
+//! failures are classified is [`crate::exits`].
 
 use crate::api::{ModuleRef, SourceRef};
 use crate::constants::{FLUX_SOURCE_API_VERSION, SOURCE_KINDS};
 use crate::digest;
 use crate::effect::SourceLocator;
-use crate::input::{FetchError, RenderError, SourceError};
-use crate::outcome::{Failure, reasons};
+use crate::outcome::Failure;
+use crate::reason::Reason;
 
 /// A spec value for a message: quoted with escapes (a NUL or an RTL mark shows as such) and
 /// cut at 64 characters, since it may be anything an older CRD let through.
@@ -25,7 +25,7 @@ fn shown(v: &str) -> String {
 fn check_source_ref(r: &SourceRef) -> Result<(), Failure> {
     let bad = |field: &str, value: &str, want: &str| {
         Err(Failure::stalled(
-            reasons::SOURCE_NOT_READY,
+            Reason::SourceNotReady,
             format!("spec.sourceRef.{field} {} is invalid: {want}", shown(value)),
         ))
     };
@@ -62,7 +62,7 @@ pub fn locate(
     check_source_ref(source_ref)?;
     if !SOURCE_KINDS.contains(&source_ref.kind.as_str()) {
         return Err(Failure::stalled(
-            reasons::SOURCE_NOT_READY,
+            Reason::SourceNotReady,
             format!(
                 "unsupported source kind \"{}\" (expected OCIRepository, GitRepository or Bucket)",
                 source_ref.kind
@@ -76,7 +76,7 @@ pub fn locate(
     };
     if namespace != release_namespace && !allow_cross_namespace {
         return Err(Failure::stalled(
-            reasons::CROSS_NAMESPACE_REF_DENIED,
+            Reason::CrossNamespaceRefDenied,
             format!(
                 "cross-namespace reference to {} {namespace}/{} is not allowed (--allow-cross-namespace-refs is off)",
                 source_ref.kind, source_ref.name
@@ -101,37 +101,13 @@ pub fn locator_ref(l: &SourceLocator) -> String {
     format!("{}/{}/{}", l.kind, l.namespace, l.name)
 }
 
-/// Classifies a failed source read (SPEC §4 rows "source …").
-pub fn source_failure(err: &SourceError, l: &SourceLocator) -> Failure {
-    let what = format!("source {} {}/{}", l.kind, l.namespace, l.name);
-    match err {
-        SourceError::NotFound => {
-            Failure::stalled(reasons::SOURCE_NOT_READY, format!("{what} not found"))
-        }
-        SourceError::NotReady { message } if message.is_empty() => {
-            Failure::soft(reasons::SOURCE_NOT_READY, format!("{what} is not ready"))
-        }
-        SourceError::NotReady { message } => Failure::soft(
-            reasons::SOURCE_NOT_READY,
-            format!("{what} is not ready: {message}"),
-        ),
-        SourceError::NoArtifact => {
-            Failure::soft(reasons::SOURCE_NOT_READY, format!("{what} has no artifact"))
-        }
-        SourceError::Api { error } => Failure::transient(
-            reasons::SOURCE_NOT_READY,
-            format!("reading {what} failed: {error}"),
-        ),
-    }
-}
-
 /// A digest the artifact can be verified against: `sha256:` + 64 lowercase hex.
 pub fn check_artifact_digest(d: &str) -> Result<(), Failure> {
     if digest::is_sha256(d) {
         Ok(())
     } else {
         Err(Failure::stalled(
-            reasons::INVALID_ARTIFACT,
+            Reason::InvalidArtifact,
             format!(
                 "invalid artifact: unsupported digest \"{d}\" (expected sha256:<64 lowercase hex>)"
             ),
@@ -139,67 +115,11 @@ pub fn check_artifact_digest(d: &str) -> Result<(), Failure> {
     }
 }
 
-/// Classifies a failed download/extraction (SPEC §17).
-pub fn fetch_failure(err: &FetchError) -> Failure {
-    match err {
-        FetchError::Http { .. }
-        | FetchError::Timeout
-        | FetchError::Connection { .. }
-        | FetchError::DigestMismatch { .. }
-        | FetchError::Io { .. } => Failure::transient(
-            reasons::FETCH_FAILED,
-            format!("artifact download failed: {err}"),
-        ),
-        FetchError::InvalidArtifact { .. } | FetchError::TooLarge { .. } => Failure::stalled(
-            reasons::INVALID_ARTIFACT,
-            format!("invalid artifact: {err}"),
-        ),
-    }
-}
-
-/// Classifies a failed render (SPEC §4 render rows, DESIGN §3).
-pub fn render_failure(err: &RenderError) -> Failure {
-    use reasons::*;
-    match err {
-        RenderError::Resolution { message } => Failure::stalled(RESOLUTION_FAILED, message.clone()),
-        RenderError::Evaluation { message } => Failure::stalled(RENDER_FAILED, message.clone()),
-        RenderError::UnsupportedKind { kind: Some(k) } => Failure::stalled(
-            UNSUPPORTED_KIND,
-            format!("exported kind \"{k}\" is not supported (expected ModuleRelease)"),
-        ),
-        RenderError::UnsupportedKind { kind: None } => Failure::stalled(
-            UNSUPPORTED_KIND,
-            "exported value has no kind (expected ModuleRelease)",
-        ),
-        RenderError::PathNotFound { message } => Failure::stalled(PATH_NOT_FOUND, message.clone()),
-        RenderError::ReleaseFileNotFound { message } => {
-            Failure::stalled(RELEASE_FILE_NOT_FOUND, message.clone())
-        }
-        RenderError::InvalidArtifact { message } => {
-            Failure::stalled(INVALID_ARTIFACT, format!("invalid artifact: {message}"))
-        }
-        RenderError::Timeout { message }
-        | RenderError::RegistryUnreachable { message }
-        | RenderError::Io { message } => Failure::transient(RENDER_FAILED, message.clone()),
-        RenderError::TooLarge { .. } => {
-            Failure::stalled(RENDER_FAILED, crate::render_value::too_large_message(err))
-        }
-        RenderError::Refetch { error } => fetch_failure(error),
-        RenderError::OutOfMemory { limit_bytes } => Failure::stalled(
-            RENDER_FAILED,
-            format!(
-                "cue ran out of memory: the limit of one render is {} (--render-memory-limit)",
-                crate::render_value::human_bytes(*limit_bytes)
-            ),
-        ),
-    }
-}
-
 /// Catches a module version whose major does not match the path's `@vN` before `cue` runs.
 pub fn check_module(m: &ModuleRef) -> Result<(), Failure> {
     if m.path.is_empty() || m.version.is_empty() {
         return Err(Failure::stalled(
-            reasons::RESOLUTION_FAILED,
+            Reason::ResolutionFailed,
             "spec.module.path and spec.module.version must be set",
         ));
     }
@@ -207,7 +127,7 @@ pub fn check_module(m: &ModuleRef) -> Result<(), Failure> {
         let version_major = m.version.split('.').next().unwrap_or_default();
         if major != version_major {
             return Err(Failure::stalled(
-                reasons::RESOLUTION_FAILED,
+                Reason::ResolutionFailed,
                 format!(
                     "module {}: version {} does not match major version {major}",
                     m.path, m.version
@@ -240,10 +160,10 @@ mod tests {
         let e = locate(&sref("HelmRepository", ""), "demo", true).unwrap_err();
         assert_eq!(
             (e.reason, e.class),
-            (reasons::SOURCE_NOT_READY, FailureClass::Stalled)
+            (Reason::SourceNotReady, FailureClass::Stalled)
         );
         let e = locate(&sref("Bucket", "flux-system"), "demo", false).unwrap_err();
-        assert_eq!(e.reason, reasons::CROSS_NAMESPACE_REF_DENIED);
+        assert_eq!(e.reason, Reason::CrossNamespaceRefDenied);
         assert!(locate(&sref("GitRepository", "flux-system"), "demo", true).is_ok());
     }
 
@@ -280,7 +200,7 @@ mod tests {
             let e = with(edit).unwrap_err();
             assert_eq!(
                 (e.reason, e.class),
-                (reasons::SOURCE_NOT_READY, FailureClass::Stalled)
+                (Reason::SourceNotReady, FailureClass::Stalled)
             );
             assert!(e.message.contains(want), "{want:?} in {}", e.message);
         }
@@ -296,53 +216,6 @@ mod tests {
         assert!(check_module(&m("example.com/modules/web@v0", "v0.2.1")).is_ok());
         assert!(check_module(&m("example.com/modules/web", "v1.0.0")).is_ok());
         let e = check_module(&m("example.com/modules/web@v0", "v1.0.0")).unwrap_err();
-        assert_eq!(e.reason, reasons::RESOLUTION_FAILED);
+        assert_eq!(e.reason, Reason::ResolutionFailed);
     }
-
-    #[test]
-    fn render_and_fetch_classification() {
-        let msg = || "m".to_string();
-        let cases = [
-            (
-                render_failure(&RenderError::Resolution { message: msg() }),
-                RESOLUTION,
-                FailureClass::Stalled,
-            ),
-            (
-                render_failure(&RenderError::Evaluation { message: msg() }),
-                RENDER,
-                FailureClass::Stalled,
-            ),
-            (
-                render_failure(&RenderError::Timeout { message: msg() }),
-                RENDER,
-                FailureClass::Transient,
-            ),
-            (
-                render_failure(&RenderError::RegistryUnreachable { message: msg() }),
-                RENDER,
-                FailureClass::Transient,
-            ),
-            (
-                render_failure(&RenderError::PathNotFound { message: msg() }),
-                reasons::PATH_NOT_FOUND,
-                FailureClass::Stalled,
-            ),
-            (
-                fetch_failure(&FetchError::Http { status: 503 }),
-                reasons::FETCH_FAILED,
-                FailureClass::Transient,
-            ),
-            (
-                fetch_failure(&FetchError::TooLarge { message: msg() }),
-                reasons::INVALID_ARTIFACT,
-                FailureClass::Stalled,
-            ),
-        ];
-        for (f, reason, class) in cases {
-            assert_eq!((f.reason, f.class), (reason, class));
-        }
-    }
-    const RESOLUTION: &str = reasons::RESOLUTION_FAILED;
-    const RENDER: &str = reasons::RENDER_FAILED;
 }

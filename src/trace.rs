@@ -15,10 +15,13 @@ use crate::object::ReleaseKey;
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct TraceHeader {
+    /// The opm-core version that recorded it: a replay on another version may differ.
     pub core_version: String,
     #[serde(deserialize_with = "recorded_config")]
+    /// The operator policy the attempt ran under; a replay uses the same.
     pub config: Config,
     #[serde(flatten)]
+    /// The release the attempt was for.
     pub release: ReleaseKey,
     /// The operator's monotonic attempt number (absent in older traces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -37,6 +40,7 @@ fn recorded_config<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Config, D::
 }
 
 impl TraceHeader {
+    /// A header for an attempt of `release` under `config`, stamped with this core's version.
     pub fn new(config: &Config, release: ReleaseKey) -> Self {
         Self {
             core_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -57,13 +61,19 @@ impl TraceHeader {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(untagged)]
 pub enum TraceRecord {
+    /// An input fed to the attempt.
     In {
+        /// Position in the trace.
         seq: u64,
+        /// The input.
         #[serde(rename = "in")]
         input: Input,
     },
+    /// An effect the attempt returned.
     Out {
+        /// Position in the trace.
         seq: u64,
+        /// The effect.
         out: Effect,
     },
 }
@@ -77,6 +87,7 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// A trace that starts with `header`.
     pub fn new(header: &TraceHeader) -> Self {
         Self {
             lines: vec![serde_json::to_string(header).unwrap_or_default()],
@@ -84,6 +95,7 @@ impl Recorder {
         }
     }
 
+    /// Records `input`, before it is fed to the attempt.
     pub fn input(&mut self, input: &Input) {
         let r = TraceRecord::In {
             seq: self.seq,
@@ -92,6 +104,7 @@ impl Recorder {
         self.push(&r);
     }
 
+    /// Records the batch the attempt returned, one line per effect.
     pub fn effects(&mut self, batch: &[Effect]) {
         for e in batch {
             let r = TraceRecord::Out {
@@ -108,6 +121,7 @@ impl Recorder {
         self.seq += 1;
     }
 
+    /// The recorded lines, header first.
     pub fn lines(&self) -> &[String] {
         &self.lines
     }
@@ -124,10 +138,13 @@ impl Recorder {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("trace diverges at seq {seq} (step {step}): expected {expected}, got {got}")]
 pub struct Divergence {
+    /// The record number where it differed.
     pub seq: u64,
     /// The attempt's input index (0 is `observed`) whose batch differed.
     pub step: u32,
+    /// What the recording holds there (JSON).
     pub expected: String,
+    /// What the core returned instead (JSON), or "no effect".
     pub got: String,
 }
 
@@ -140,6 +157,7 @@ fn json<T: Serialize>(v: &T) -> String {
 pub enum TraceLine {
     /// Starts an attempt (several attempts may share one file).
     Header(Box<TraceHeader>),
+    /// An input or an effect.
     Record(Box<TraceRecord>),
 }
 
@@ -164,6 +182,7 @@ pub struct Replayer {
 }
 
 impl Replayer {
+    /// A replay of the attempt `header` starts, under its recorded config.
     pub fn new(header: &TraceHeader) -> Self {
         Self {
             config: header.config.clone(),

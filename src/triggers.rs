@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::ReleaseStatus;
 use crate::constants::{REQUESTED_AT_ANNOTATION, conditions};
-use crate::outcome::reasons;
+use crate::reason::Reason;
 
 /// How long after a ServiceAccount appears the releases waiting for it are retried. A new
 /// ServiceAccount usually comes with the RoleBinding that gives it its rights a moment
@@ -52,7 +52,8 @@ pub fn retriggers_dependents(was_ready: bool, written: Option<&ReleaseStatus>) -
 /// [`SERVICE_ACCOUNT_SETTLE`]; other releases of the namespace are not disturbed.
 pub fn waits_for_service_account(status: Option<&ReleaseStatus>) -> bool {
     ready_condition(status).is_some_and(|c| {
-        c.reason == reasons::IMPERSONATION_FAILED || c.reason == reasons::DELETION_SA_MISSING
+        c.reason == Reason::ImpersonationFailed.as_str()
+            || c.reason == Reason::DeletionSAMissing.as_str()
     })
 }
 
@@ -60,8 +61,8 @@ pub fn waits_for_service_account(status: Option<&ReleaseStatus>) -> bool {
 /// deleted release are removed"): it found the release gone, or it removed the finalizer of
 /// a deleting release (`Deleted`), after which no attempt follows. Forgotten at the end, so
 /// the attempt's own last metrics do not bring the series back.
-pub fn forgets_series(found: bool, reason: &str) -> bool {
-    !found || reason == reasons::DELETED
+pub fn forgets_series(found: bool, reason: Reason) -> bool {
+    !found || reason == Reason::Deleted
 }
 
 /// The parts of a release's metadata whose change starts an attempt. Two copies of a

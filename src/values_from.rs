@@ -16,7 +16,8 @@ use serde_json::{Map, Value};
 use crate::api::values_from::{ValuesKind, ValuesReference};
 use crate::effect::Impersonation;
 use crate::input::ApiError;
-use crate::outcome::{Failure, reasons};
+use crate::outcome::Failure;
+use crate::reason::Reason;
 
 /// Longest `targetPath` accepted (the CRD refuses longer too).
 pub const MAX_TARGET_PATH: usize = 250;
@@ -33,14 +34,20 @@ pub const MAX_TARGET_DEPTH: usize = 32;
 pub enum ValuesContent {
     /// The key's content: with `targetPath` a string (the raw text), else the parsed
     /// document. Strings from a Secret are `sha256:<hex>` digests.
-    Found { value: Value },
+    Found {
+        /// The content, ready to merge under `values`.
+        value: Value,
+    },
     /// The object does not exist.
     ObjectMissing,
     /// The object exists without the key.
     KeyMissing,
     /// The content is not valid YAML/JSON (or not UTF-8). `message` never quotes content:
     /// it is a position at most.
-    Unparsable { message: String },
+    Unparsable {
+        /// Where parsing stopped.
+        message: String,
+    },
 }
 
 /// What the interpreter found for `module.secretRef` (SPEC §27).
@@ -54,11 +61,14 @@ pub enum CredentialsContent {
     /// A usable `kubernetes.io/dockerconfigjson` Secret; `digest` is `sha256:` of its
     /// `.dockerconfigjson` bytes, the key under which the interpreter keeps them.
     Found {
+        /// Where the interpreter keeps the bytes; only this reaches the core.
         digest: String,
     },
+    /// The Secret does not exist.
     ObjectMissing,
     /// Not of type `kubernetes.io/dockerconfigjson`, no `.dockerconfigjson` key, or not JSON.
     Invalid {
+        /// What is wrong with it, never its content.
         message: String,
     },
 }
@@ -156,7 +166,7 @@ pub fn compose(
 ) -> Result<Option<Value>, Failure> {
     if read.len() != refs.len() {
         return Err(Failure::transient(
-            reasons::VALUES_NOT_FOUND,
+            Reason::ValuesNotFound,
             format!(
                 "read {} of {} valuesFrom references",
                 read.len(),
@@ -173,13 +183,13 @@ pub fn compose(
             Err(ApiError::Forbidden { message }) => {
                 let who = identity.map_or("the operator", |i| i.user.as_str());
                 return Err(Failure::stalled(
-                    reasons::IMPERSONATION_FAILED,
+                    Reason::ImpersonationFailed,
                     format!("reading {what} (valuesFrom) forbidden as {who}: {message}"),
                 ));
             }
             Err(e) => {
                 return Err(Failure::transient(
-                    reasons::VALUES_NOT_FOUND,
+                    Reason::ValuesNotFound,
                     format!("reading {what} (valuesFrom) failed: {e}"),
                 ));
             }
@@ -189,19 +199,19 @@ pub fn compose(
             ValuesContent::ObjectMissing | ValuesContent::KeyMissing if r.optional => continue,
             ValuesContent::ObjectMissing => {
                 return Err(Failure::stalled(
-                    reasons::VALUES_NOT_FOUND,
+                    Reason::ValuesNotFound,
                     format!("valuesFrom {what} not found (key {key:?})"),
                 ));
             }
             ValuesContent::KeyMissing => {
                 return Err(Failure::stalled(
-                    reasons::VALUES_NOT_FOUND,
+                    Reason::ValuesNotFound,
                     format!("valuesFrom {what} has no key {key:?}"),
                 ));
             }
             ValuesContent::Unparsable { message } => {
                 return Err(Failure::stalled(
-                    reasons::RENDER_FAILED,
+                    Reason::RenderFailed,
                     format!("valuesFrom {what} key {key:?} is not valid YAML or JSON: {message}"),
                 ));
             }
@@ -210,14 +220,14 @@ pub fn compose(
         match r.target_path.as_deref().filter(|p| !p.is_empty()) {
             Some(p) => {
                 let path = parse_target_path(p).map_err(|m| {
-                    Failure::stalled(reasons::RENDER_FAILED, format!("valuesFrom {what}: {m}"))
+                    Failure::stalled(Reason::RenderFailed, format!("valuesFrom {what}: {m}"))
                 })?;
                 merge_at(slot, &path, value);
             }
             None => {
                 if !value.is_object() && !value.is_null() {
                     return Err(Failure::stalled(
-                        reasons::RENDER_FAILED,
+                        Reason::RenderFailed,
                         format!(
                             "valuesFrom {what} key {key:?} is not a mapping; set targetPath to use it as one value"
                         ),
@@ -251,22 +261,22 @@ pub fn credentials(
     match read {
         Ok(CredentialsContent::Found { digest }) => Ok(digest.clone()),
         Ok(CredentialsContent::ObjectMissing) => Err(Failure::stalled(
-            reasons::RESOLUTION_FAILED,
+            Reason::ResolutionFailed,
             format!("{what} not found"),
         )),
         Ok(CredentialsContent::Invalid { message }) => Err(Failure::stalled(
-            reasons::RESOLUTION_FAILED,
+            Reason::ResolutionFailed,
             format!("{what}: {message}"),
         )),
         Err(ApiError::Forbidden { message }) => {
             let who = identity.map_or("the operator", |i| i.user.as_str());
             Err(Failure::stalled(
-                reasons::IMPERSONATION_FAILED,
+                Reason::ImpersonationFailed,
                 format!("reading {what} forbidden as {who}: {message}"),
             ))
         }
         Err(e) => Err(Failure::transient(
-            reasons::RESOLUTION_FAILED,
+            Reason::ResolutionFailed,
             format!("reading {what} failed: {e}"),
         )),
     }

@@ -196,14 +196,14 @@ fn inputs_and_effects_are_tagged_json() {
         Effect::EmitEvent {
             event: Event {
                 event_type: EventType::Warning,
-                reason: "ApplyFailed".into(),
+                reason: opm_core::Reason::ApplyFailed,
                 action: "Apply".into(),
                 note: "boom".into(),
             },
         },
         Effect::Done {
             outcome: Outcome::FailedStalled,
-            reason: "ApplyFailed".into(),
+            reason: opm_core::Reason::ApplyFailed,
             requeue_after: Some(std::time::Duration::from_secs(1800)),
         },
     ];

@@ -50,7 +50,7 @@ fn object_gone_is_done_without_requeue() {
         batch,
         vec![Effect::Done {
             outcome: Outcome::NoOp,
-            reason: "Gone".into(),
+            reason: opm_core::Reason::Gone,
             requeue_after: None
         }]
     );

@@ -12,10 +12,10 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use arbitrary::{Arbitrary, Unstructured};
-use opm_core::Kind;
 use opm_core::constants::labels;
 use opm_core::outcome::FailureClass;
 use opm_core::render_value::{ReleaseIdentity, build, release_uuid, stages};
+use opm_core::{Kind, Reason};
 use serde_json::{Map, Value, json};
 
 const API_VERSIONS: [&str; 6] = [
@@ -319,7 +319,7 @@ fn generated_values_convert_or_fail_with_a_reason() {
     };
     #[allow(clippy::disallowed_methods)] // a test's own stopwatch, not the core's clock
     let started = Instant::now();
-    let (mut ok, mut by_reason) = (0u64, std::collections::BTreeMap::<&str, u64>::new());
+    let (mut ok, mut by_reason) = (0u64, std::collections::BTreeMap::<Reason, u64>::new());
     let mut buf = vec![0u8; 768];
     for case in 0..cases {
         for chunk in buf.chunks_mut(8) {
@@ -343,7 +343,7 @@ fn generated_values_convert_or_fail_with_a_reason() {
             Err(f) => {
                 *by_reason.entry(f.reason).or_default() += 1;
                 assert!(
-                    matches!(f.reason, "RenderFailed" | "UnsupportedKind"),
+                    matches!(f.reason, Reason::RenderFailed | Reason::UnsupportedKind),
                     "case {case}: reason {} for {value}",
                     f.reason
                 );

@@ -280,7 +280,7 @@ fn a_finished_attempt_refuses_input_and_start_needs_observed() {
     );
     assert!(b.is_finished());
     assert!(
-        matches!(&batch[..], [Effect::Done { reason, requeue_after: None, .. }] if reason == "InvalidInput")
+        matches!(&batch[..], [Effect::Done { reason, requeue_after: None, .. }] if *reason == opm_core::Reason::InvalidInput)
     );
 }
 

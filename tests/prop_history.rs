@@ -302,7 +302,7 @@ fn no_repeated_warning(log: &AttemptLog) -> Result<(), TestCaseError> {
         if let Effect::EmitEvent { event } = e {
             prop_assert!(
                 !(event.event_type == opm_core::EventType::Warning
-                    && event.reason == ready.reason
+                    && ready.reason == event.reason
                     && event.note == ready.message),
                 "Warning {} repeated: {}",
                 event.reason,

@@ -6,7 +6,7 @@
 use jiff::Timestamp;
 use opm_core::api::ReleaseStatus;
 use opm_core::constants::conditions as ct;
-use opm_core::outcome::reasons;
+use opm_core::reason::Reason;
 use opm_core::{Kind, ReleaseObject};
 use serde::Serialize;
 
@@ -99,8 +99,8 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
                     .unwrap_or_else(|| "the 30m safety re-check".into())
             ),
         )
-    } else if reason == reasons::DEPENDENCIES_NOT_READY
-        || (reason == reasons::SOURCE_NOT_READY && counter == 0)
+    } else if reason == Reason::DependenciesNotReady
+        || (reason == Reason::SourceNotReady && counter == 0)
     {
         ("Blocked", format!("is waiting ({reason}): {message}"))
     } else if ready == "False" && counter > 0 {
@@ -151,7 +151,7 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
             }
         }
     }
-    if reason == reasons::IMPERSONATION_FAILED || reason == reasons::DELETION_SA_MISSING {
+    if reason == Reason::ImpersonationFailed || reason == Reason::DeletionSAMissing {
         match &obj.common().service_account_name {
             Some(sa) => triggers.push(format!(
                 "the ServiceAccount {}/{sa} appearing (or its RBAC changing)",
@@ -162,7 +162,7 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
             ),
         }
     }
-    if reason == reasons::DEPENDENCIES_NOT_READY {
+    if reason == Reason::DependenciesNotReady {
         for d in &obj.common().depends_on {
             let dep = opm_core::deps::key_of(&key, d);
             // As written when not one we know (the release is stalled naming it).
@@ -177,8 +177,8 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
             ));
         }
     }
-    if reason == reasons::HEALTH_CHECK_FAILED
-        || reason == reasons::PROGRESSING
+    if reason == Reason::HealthCheckFailed
+        || reason == Reason::Progressing
         || is_true(&status, ct::HEALTHY)
     {
         triggers.push("a health change of one of its objects".into());
@@ -191,7 +191,7 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
             opm_core::constants::REQUESTED_AT_ANNOTATION
         ));
     }
-    if key.kind == Kind::ModuleRelease && reason == reasons::RESOLUTION_FAILED {
+    if key.kind == Kind::ModuleRelease && reason == Reason::ResolutionFailed {
         triggers.push("nothing in the registry: publishing the module version does not re-trigger; change the spec or request a reconcile".into());
     }
 

@@ -164,7 +164,7 @@ async fn failures_are_classified_not_cached_and_leave_no_files() {
     );
     assert_eq!(
         (err.class(), err.reason()),
-        (FailureClass::Stalled, "InvalidArtifact")
+        (FailureClass::Stalled, opm_core::Reason::InvalidArtifact)
     );
 
     let err = c
@@ -177,7 +177,7 @@ async fn failures_are_classified_not_cached_and_leave_no_files() {
     ));
     assert_eq!(
         (err.class(), err.reason()),
-        (FailureClass::Transient, "FetchFailed")
+        (FailureClass::Transient, opm_core::Reason::FetchFailed)
     );
 
     let err = c

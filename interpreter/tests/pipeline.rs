@@ -187,7 +187,7 @@ async fn an_artifact_evicted_before_render_and_then_refused_is_a_fetch_failure()
             error: CoreFetch::Http { status: 503 }
         }
     );
-    let failure = opm_core::source::render_failure(&err);
+    let failure = opm_core::exits::render_failure(&err);
     assert_eq!(failure.reason, "FetchFailed");
     assert_eq!(failure.class, opm_core::outcome::FailureClass::Transient);
     assert_eq!(

@@ -103,7 +103,7 @@ async fn wrong_or_missing_kind_is_unsupported() {
     );
     assert_eq!(
         (err.class(), err.reason()),
-        (FailureClass::Stalled, "UnsupportedKind")
+        (FailureClass::Stalled, opm_core::Reason::UnsupportedKind)
     );
     let pkg = release_package(&RELEASE_OK.replace("kind: \"ModuleRelease\"\n", ""));
     let err = r
@@ -134,7 +134,7 @@ async fn an_evaluation_error_names_the_field() {
     assert!(message.contains("conflicting values"), "{message}");
     assert_eq!(
         (err.class(), err.reason()),
-        (FailureClass::Stalled, "RenderFailed")
+        (FailureClass::Stalled, opm_core::Reason::RenderFailed)
     );
 }
 
@@ -197,7 +197,7 @@ async fn an_unknown_version_is_a_resolution_failure() {
     assert!(message.contains("v0.9.9"), "{message}");
     assert_eq!(
         (err.class(), err.reason()),
-        (FailureClass::Stalled, "ResolutionFailed")
+        (FailureClass::Stalled, opm_core::Reason::ResolutionFailed)
     );
 }
 
@@ -244,7 +244,7 @@ async fn an_unreachable_registry_is_transient() {
     assert!(message.contains("cannot do HTTP request"), "{message}");
     assert_eq!(
         (err.class(), err.reason()),
-        (FailureClass::Transient, "RenderFailed")
+        (FailureClass::Transient, opm_core::Reason::RenderFailed)
     );
 }
 
@@ -277,7 +277,7 @@ async fn invalid_values_stall_with_the_field_named() {
         );
         assert_eq!(
             (err.class(), err.reason()),
-            (FailureClass::Stalled, "RenderFailed")
+            (FailureClass::Stalled, opm_core::Reason::RenderFailed)
         );
     }
     let err = r
@@ -513,7 +513,7 @@ components: c: {for i in list.Range(0, 2000, 1) {"cm\(i)": {apiVersion: "v1", ki
     assert_eq!(err_reason(bytes_at_least, limit), "RenderFailed");
 }
 
-fn err_reason(bytes_at_least: u64, limit: usize) -> &'static str {
+fn err_reason(bytes_at_least: u64, limit: usize) -> opm_core::Reason {
     RenderError::OutputTooLarge {
         bytes_at_least,
         limit,
@@ -555,7 +555,7 @@ components: c: cm: {apiVersion: "v1", kind: "ConfigMap", metadata: name: "x", da
     assert_eq!(err, RenderError::OutOfMemory { limit: 256 << 20 });
     assert_eq!(
         (err.class(), err.reason()),
-        (FailureClass::Stalled, "RenderFailed")
+        (FailureClass::Stalled, opm_core::Reason::RenderFailed)
     );
     let ok = release_package(RELEASE_OK);
     r.render_package(&ok.path().join("apps/web"))

@@ -68,7 +68,7 @@ fn precheck_self_and_cross_namespace() {
     let err = precheck(&own, std::slice::from_ref(&own), true).unwrap_err();
     assert_eq!(err.message, "release demo/app depends on itself");
     let err = precheck(&own, &[key("infra", "db")], false).unwrap_err();
-    assert_eq!(err.reason, reasons::CROSS_NAMESPACE_REF_DENIED);
+    assert_eq!(err.reason, Reason::CrossNamespaceRefDenied);
     assert!(precheck(&own, &[key("infra", "db")], true).is_ok());
 }
 

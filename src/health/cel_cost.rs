@@ -15,14 +15,14 @@ use serde_json::Value;
 
 /// Estimated steps one evaluation may take: the per-call limit Kubernetes gives CEL in
 /// CRD validation rules, so an expression that is fine there is fine here.
-pub const MAX_COST: u64 = 1_000_000;
+pub(super) const MAX_COST: u64 = 1_000_000;
 
 /// Comprehensions (and list walks) nested deeper than this are refused at compile time.
-pub const MAX_LOOP_DEPTH: u32 = 3;
+pub(super) const MAX_LOOP_DEPTH: u32 = 3;
 
 /// The sizes an evaluation's cost depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Widths {
+pub(super) struct Widths {
     /// Entries of the longest list or map in the object.
     pub items: u64,
     /// Bytes of the longest string in the object.
@@ -31,7 +31,7 @@ pub struct Widths {
 
 impl Widths {
     /// Measures `obj` (depth-bounded by the JSON parser that made it).
-    pub fn of(obj: &Value) -> Widths {
+    pub(super) fn of(obj: &Value) -> Widths {
         let mut w = Widths { items: 1, chars: 1 };
         measure(obj, &mut w);
         w
@@ -58,7 +58,7 @@ fn measure(v: &Value, w: &mut Widths) {
 
 /// How deeply loops nest in `e` (a comprehension's body counts one deeper; `in` walks one
 /// more list).
-pub fn loop_depth(e: &IdedExpr) -> u32 {
+pub(super) fn loop_depth(e: &IdedExpr) -> u32 {
     match &e.expr {
         Expr::Comprehension(c) => {
             let body = loop_depth(&c.loop_cond).max(loop_depth(&c.loop_step)) + 1;
@@ -76,7 +76,7 @@ pub fn loop_depth(e: &IdedExpr) -> u32 {
 }
 
 /// The estimated steps of evaluating `e` over an object of widths `w` (saturating).
-pub fn cost(e: &IdedExpr, w: Widths) -> u64 {
+pub(super) fn cost(e: &IdedExpr, w: Widths) -> u64 {
     match &e.expr {
         Expr::Comprehension(c) => {
             let once = [&c.iter_range, &c.accu_init, &c.result]

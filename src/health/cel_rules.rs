@@ -45,10 +45,15 @@ struct Rule {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("healthCheckExprs[{index}] ({api_version} {kind}) {field}: {message}")]
 pub struct CompileError {
+    /// Position of the entry in `healthCheckExprs`.
     pub index: usize,
+    /// The entry's `apiVersion`, so the user finds it.
     pub api_version: String,
+    /// The entry's `kind`.
     pub kind: String,
+    /// Which expression (`current`, `failed`, `inProgress`) failed to compile.
     pub field: &'static str,
+    /// The CEL compiler's complaint.
     pub message: String,
 }
 
@@ -199,6 +204,7 @@ impl HealthRules {
         Some(Assessment::new(HealthStatus::InProgress, msg))
     }
 
+    /// No custom rules: the built-in assessment alone decides.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }

@@ -14,7 +14,9 @@ pub const MAX_NAMED: usize = 10;
 /// One assessed object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Judged {
+    /// The object.
     pub id: ResourceId,
+    /// Its verdict and why.
     pub assessment: Assessment,
     /// Why its newest pods are not ready, when they were read.
     pub pods: Option<String>,
@@ -32,6 +34,7 @@ impl Judged {
 /// The verdict of a release's objects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Summary {
+    /// What goes into `status.health`.
     pub report: HealthReport,
     /// Every object `Current` (vacuously true for none).
     pub all_current: bool,

@@ -114,7 +114,7 @@ fn parse_or(s: Option<&str>, default: Duration) -> Duration {
 }
 
 impl Ctx {
-    pub fn from_object(key: ReleaseKey, obj: &ReleaseObject) -> Self {
+    pub(super) fn from_object(key: ReleaseKey, obj: &ReleaseObject) -> Self {
         let meta = obj.meta();
         let common = obj.common().clone();
         let spec = match obj {
@@ -157,7 +157,7 @@ impl Ctx {
         }
     }
 
-    pub fn drift_mode(&self) -> crate::api::DriftMode {
+    pub(super) fn drift_mode(&self) -> crate::api::DriftMode {
         self.common
             .drift_detection
             .as_ref()
@@ -165,7 +165,7 @@ impl Ctx {
             .unwrap_or_default()
     }
 
-    pub fn force_conflicts(&self) -> bool {
+    pub(super) fn force_conflicts(&self) -> bool {
         self.common
             .rollout
             .as_ref()
@@ -173,7 +173,7 @@ impl Ctx {
     }
 
     /// `driftDetection.ignore` (SPEC §28).
-    pub fn ignore_rules(&self) -> &[crate::api::IgnoreRule] {
+    pub(super) fn ignore_rules(&self) -> &[crate::api::IgnoreRule] {
         self.common
             .drift_detection
             .as_ref()
@@ -181,7 +181,7 @@ impl Ctx {
     }
 
     /// The desired objects the operator writes and checks: all but `ssa: Ignore` ones.
-    pub fn writable(&self) -> Vec<DesiredObject> {
+    pub(super) fn writable(&self) -> Vec<DesiredObject> {
         self.desired
             .iter()
             .filter(|d| d.policy.ssa != crate::policy::SsaPolicy::Ignore)
@@ -191,7 +191,7 @@ impl Ctx {
 
     /// The desired objects an apply may write over when they exist: all but `ssa: Ignore`
     /// and `IfNotPresent` ones (SPEC §25's ownership read concerns only these).
-    pub fn overwritable(&self) -> Vec<DesiredObject> {
+    pub(super) fn overwritable(&self) -> Vec<DesiredObject> {
         use crate::policy::SsaPolicy;
         self.desired
             .iter()
@@ -200,14 +200,14 @@ impl Ctx {
             .collect()
     }
 
-    pub fn adopt_existing(&self) -> bool {
+    pub(super) fn adopt_existing(&self) -> bool {
         self.common
             .rollout
             .as_ref()
             .is_some_and(|r| r.adopt_existing)
     }
 
-    pub fn persisted_entries(&self) -> &[InventoryEntry] {
+    pub(super) fn persisted_entries(&self) -> &[InventoryEntry] {
         self.persisted
             .inventory
             .as_ref()
@@ -215,7 +215,7 @@ impl Ctx {
     }
 
     /// All four last-applied digests non-empty and equal to the current ones (SPEC §7).
-    pub fn digests_unchanged(&self) -> bool {
+    pub(super) fn digests_unchanged(&self) -> bool {
         let p = &self.persisted;
         let inv = p.inventory.as_ref().map_or("", |i| i.digest.as_str());
         let pairs = [

@@ -6,7 +6,8 @@ use crate::deletion::{self, Plan};
 use crate::effect::{Effect, EventType};
 use crate::input::ApiError;
 use crate::object::ResourceId;
-use crate::outcome::{Failure, Outcome, reasons};
+use crate::outcome::{Failure, Outcome};
+use crate::reason::Reason;
 
 use super::{After, Attempt, Phase};
 
@@ -45,7 +46,7 @@ impl Attempt {
             Ok(true) => self.prune_everything(),
             Ok(false) => self.deletion_sa_missing(),
             Err(e) => self.fail(Failure::transient(
-                reasons::IMPERSONATION_FAILED,
+                Reason::ImpersonationFailed,
                 format!("reading ServiceAccount {ns}/{sa} failed: {e}"),
             )),
         }
@@ -59,13 +60,13 @@ impl Attempt {
         let count = self.ctx.persisted_entries().len();
         if deletion::orphan_requested(self.ctx.orphan_annotation.as_deref()) {
             let note = deletion::orphaned_message(count, sa.as_deref());
-            self.event(EventType::Warning, reasons::ORPHANED_ON_DELETION, &note);
+            self.event(EventType::Warning, Reason::OrphanedOnDeletion, &note);
             let mut s = self.ctx.persisted.clone();
             s.inventory = None;
             return self.commit(s, After::RemoveFinalizer);
         }
         self.fail(Failure::stalled(
-            reasons::DELETION_SA_MISSING,
+            Reason::DeletionSAMissing,
             deletion::sa_missing_message(&ns, sa.as_deref(), count),
         ));
     }
@@ -100,13 +101,13 @@ impl Attempt {
         }
         self.ctx.prune_ok = Some(false);
         let msg = deletion::termination_message(&remaining, error.as_ref(), self.ctx.timeout);
-        self.fail(Failure::transient(reasons::PRUNE_FAILED, msg));
+        self.fail(Failure::transient(Reason::PruneFailed, msg));
     }
 
     fn deletion_finished(&mut self) {
         if self.ctx.pruned > 0 {
             let note = format!("Pruned {} stale resources", self.ctx.pruned);
-            self.event(EventType::Normal, reasons::PRUNED, &note);
+            self.event(EventType::Normal, Reason::Pruned, &note);
         }
         self.remove_finalizer();
     }
@@ -120,7 +121,7 @@ impl Attempt {
 
     pub(super) fn on_finalizer_removed(&mut self, result: Result<(), ApiError>) {
         match result {
-            Ok(()) => self.done_now(Outcome::NoOp, reasons::DELETED, None),
+            Ok(()) => self.done_now(Outcome::NoOp, Reason::Deleted, None),
             Err(e) => self.finalizer_failed(&e),
         }
     }

@@ -9,19 +9,19 @@ use crate::conditions::{FALSE, TRUE, k8s_time};
 use crate::constants::conditions as ct;
 use crate::effect::{Effect, Event, EventType, Metric};
 use crate::input::ApiError;
-use crate::inventory;
-use crate::outcome::{Failure, FailureClass, Outcome, action_for, reasons};
+use crate::outcome::{Failure, FailureClass, Outcome};
+use crate::reason::Reason;
 use crate::status::{self, is_empty_patch, merge_patch};
 
 use super::{After, Attempt, DoneInfo, Phase, add};
 
 impl Attempt {
-    pub(super) fn event(&mut self, event_type: EventType, reason: &str, note: &str) {
+    pub(super) fn event(&mut self, event_type: EventType, reason: Reason, note: &str) {
         self.out.push(Effect::EmitEvent {
             event: Event {
                 event_type,
-                reason: reason.to_string(),
-                action: action_for(reason).to_string(),
+                reason,
+                action: reason.action().to_string(),
                 // events.k8s.io/v1 rejects notes over 1 KiB.
                 note: crate::conditions::truncate(note, crate::constants::EVENT_NOTE_MAX),
             },
@@ -29,12 +29,7 @@ impl Attempt {
     }
 
     /// Ends the attempt at once: metrics (none here) and `Done`.
-    pub(super) fn done_now(
-        &mut self,
-        outcome: Outcome,
-        reason: &'static str,
-        requeue: Option<Duration>,
-    ) {
+    pub(super) fn done_now(&mut self, outcome: Outcome, reason: Reason, requeue: Option<Duration>) {
         self.emit_done(DoneInfo {
             outcome,
             reason,
@@ -50,7 +45,7 @@ impl Attempt {
         }
         self.out.push(Effect::Done {
             outcome: d.outcome,
-            reason: d.reason.to_string(),
+            reason: d.reason,
             // Every source is bounded already; this keeps the promise in one place.
             requeue_after: d.requeue.map(|r| r.min(crate::backoff::MAX_REQUEUE)),
         });
@@ -85,9 +80,9 @@ impl Attempt {
         }
     }
 
-    /// The status every commit shares: observed generation, finalised conditions, the
-    /// on-demand token.
-    pub(super) fn base_status(&self) -> ReleaseStatus {
+    /// The persisted status with this attempt's generation and finalised conditions: all a
+    /// suspended release's commit changes.
+    pub(super) fn observed_status(&self) -> ReleaseStatus {
         let mut s = self.ctx.persisted.clone();
         s.observed_generation = self.ctx.generation;
         s.conditions = self.ctx.conds.finalize(
@@ -95,6 +90,13 @@ impl Attempt {
             self.now,
             self.ctx.generation,
         );
+        s
+    }
+
+    /// The status every commit shares: observed generation, finalised conditions, the
+    /// on-demand token.
+    pub(super) fn base_status(&self) -> ReleaseStatus {
+        let mut s = self.observed_status();
         if let Some(t) = &self.ctx.requested_at {
             s.last_handled_reconcile_at = t.clone();
         }
@@ -106,7 +108,20 @@ impl Attempt {
         s
     }
 
-    pub(super) fn record_attempt(&self, s: &mut ReleaseStatus) {
+    /// An attempt that counts (SPEC §10): its failure counters updated by whether it
+    /// `succeeded`, and its `lastAttempted*` fields.
+    pub(super) fn record_counted_attempt(&self, s: &mut ReleaseStatus, succeeded: bool) {
+        status::update_counters(
+            &mut s.failure_counters,
+            Some(succeeded),
+            self.ctx.apply_ok,
+            self.ctx.prune_ok,
+            self.ctx.drift_ok,
+        );
+        self.record_attempt(s);
+    }
+
+    fn record_attempt(&self, s: &mut ReleaseStatus) {
         let d = &self.ctx.digests;
         s.release_uuid = self.ctx.uuid.clone();
         if let Some(src) = &self.ctx.source_status {
@@ -178,17 +193,10 @@ impl Attempt {
         let mut s = self.base_status();
         let mut failures = s.failure_counters.reconcile;
         if f.class != FailureClass::SoftBlocked {
-            status::update_counters(
-                &mut s.failure_counters,
-                Some(false),
-                self.ctx.apply_ok,
-                self.ctx.prune_ok,
-                self.ctx.drift_ok,
-            );
+            self.record_counted_attempt(&mut s, false);
             failures = s.failure_counters.reconcile;
-            self.record_attempt(&mut s);
             if self.ctx.applied {
-                self.record_applied(&mut s);
+                self.record_applied(&mut s, self.ctx.applied_at.unwrap_or(self.now));
             }
             let entry = self.history(self.ctx.step, &f.message, false);
             status::push_history(&mut s.history, entry);
@@ -210,55 +218,33 @@ impl Attempt {
         );
     }
 
-    /// SPEC §3 step 17: applied (and maybe pruned).
-    pub(super) fn success(&mut self, outcome: Outcome) {
+    /// `Ready=True/ReconciliationSucceeded`; `Reconciling` and `Stalled` removed.
+    fn mark_succeeded(&mut self) {
         let c = &mut self.ctx.conds;
         c.set(
             ct::READY,
             TRUE,
-            reasons::SUCCEEDED,
+            Reason::ReconciliationSucceeded,
             "Reconciliation succeeded",
         );
-        for t in [ct::RECONCILING, ct::STALLED, ct::DRIFTED] {
-            c.remove(t);
-        }
-        let (created, updated, unchanged) = self.ctx.counts;
-        let total = created + updated + unchanged;
+        c.remove(ct::RECONCILING);
+        c.remove(ct::STALLED);
+    }
+
+    /// SPEC §3 step 17: applied (and maybe pruned).
+    pub(super) fn success(&mut self, outcome: Outcome) {
+        self.mark_succeeded();
+        self.ctx.conds.remove(ct::DRIFTED);
+        self.applied_events(Some(outcome));
         self.event(
             EventType::Normal,
-            reasons::APPLIED,
-            &format!(
-                "Applied {total} resources ({created} created, {updated} updated, {unchanged} unchanged)"
-            ),
-        );
-        if outcome == Outcome::AppliedAndPruned && self.ctx.pruned > 0 {
-            let note = format!("Pruned {} stale resources", self.ctx.pruned);
-            self.event(EventType::Normal, reasons::PRUNED, &note);
-        }
-        self.event(
-            EventType::Normal,
-            reasons::SUCCEEDED,
+            Reason::ReconciliationSucceeded,
             "Reconciliation succeeded",
         );
 
         let mut s = self.base_status();
-        status::update_counters(
-            &mut s.failure_counters,
-            Some(true),
-            self.ctx.apply_ok,
-            self.ctx.prune_ok,
-            self.ctx.drift_ok,
-        );
-        self.record_attempt(&mut s);
-        let d = &self.ctx.digests;
-        s.last_applied_at = Some(k8s_time(self.now));
-        s.last_applied_source_digest = d.source.clone();
-        s.last_applied_config_digest = d.config.clone();
-        s.last_applied_render_digest = d.render.clone();
-        s.inventory = Some(inventory::next(
-            self.ctx.persisted.inventory.as_ref(),
-            self.ctx.entries.clone(),
-        ));
+        self.record_counted_attempt(&mut s, true);
+        self.record_applied(&mut s, self.now);
         let entry = self.history("complete", "", true);
         status::push_history(&mut s.history, entry);
         s.next_retry_at = None;
@@ -270,7 +256,7 @@ impl Attempt {
             s,
             After::Done(DoneInfo {
                 outcome,
-                reason: reasons::SUCCEEDED,
+                reason: Reason::ReconciliationSucceeded,
                 requeue,
                 metrics,
             }),
@@ -280,16 +266,8 @@ impl Attempt {
     /// SPEC §3 step 14 and §10's NoOp commit: conditions, observedGeneration, counters
     /// `reconcile`/`drift`, `nextRetryAt` cleared. Nothing else.
     pub(super) fn noop_exit(&mut self) {
-        let c = &mut self.ctx.conds;
-        c.set(
-            ct::READY,
-            TRUE,
-            reasons::SUCCEEDED,
-            "Reconciliation succeeded",
-        );
-        c.remove(ct::RECONCILING);
-        c.remove(ct::STALLED);
-        self.event(EventType::Normal, reasons::NO_OP, "No changes detected");
+        self.mark_succeeded();
+        self.event(EventType::Normal, Reason::NoOp, "No changes detected");
         let mut s = self.base_status();
         status::update_counters(
             &mut s.failure_counters,
@@ -305,7 +283,7 @@ impl Attempt {
             s,
             After::Done(DoneInfo {
                 outcome: Outcome::NoOp,
-                reason: reasons::NO_OP,
+                reason: Reason::NoOp,
                 requeue,
                 metrics,
             }),
@@ -315,7 +293,14 @@ impl Attempt {
     /// A finalizer patch failed: nothing was committed; retry with backoff.
     pub(super) fn finalizer_failed(&mut self, e: &ApiError) {
         let note = format!("updating the finalizer failed: {e}");
-        self.event(EventType::Warning, reasons::FINALIZER_FAILED, &note);
+        self.unpersisted_failure(Reason::FinalizerFailed, &note, e);
+    }
+
+    /// A write of our own failed, so no status records this attempt: a Warning, and a
+    /// backoff as if the failure counter had been incremented (the interpreter keeps that
+    /// count in memory).
+    fn unpersisted_failure(&mut self, reason: Reason, note: &str, e: &ApiError) {
+        self.event(EventType::Warning, reason, note);
         let n = self
             .ctx
             .persisted
@@ -325,7 +310,7 @@ impl Attempt {
         let metrics = vec![self.reconcile_metric(Outcome::FailedTransient)];
         self.emit_done(DoneInfo {
             outcome: Outcome::FailedTransient,
-            reason: reasons::FINALIZER_FAILED,
+            reason,
             requeue: Some(honour_retry_after(compute_backoff(n), e)),
             metrics,
         });
@@ -363,20 +348,7 @@ impl Attempt {
             Ok(()) => self.after_patch(after),
             Err(e) => {
                 let note = format!("writing the status failed: {e}");
-                self.event(EventType::Warning, reasons::STATUS_PATCH_FAILED, &note);
-                let n = self
-                    .ctx
-                    .persisted
-                    .failure_counters
-                    .reconcile
-                    .saturating_add(1);
-                let metrics = vec![self.reconcile_metric(Outcome::FailedTransient)];
-                self.emit_done(DoneInfo {
-                    outcome: Outcome::FailedTransient,
-                    reason: reasons::STATUS_PATCH_FAILED,
-                    requeue: Some(honour_retry_after(compute_backoff(n), &e)),
-                    metrics,
-                });
+                self.unpersisted_failure(Reason::StatusPatchFailed, &note, &e);
             }
         }
     }

@@ -1,18 +1,19 @@
-//! The reconcile path of SPEC §3: finalizer, suspend, resume, dependencies, source, fetch,
-//! render, digests, impersonation, drift, no-op, apply, prune.
+//! The reconcile path of SPEC §3 up to impersonation: finalizer, suspend, resume,
+//! dependencies, source, fetch, render, digests. Drift, apply and prune are `apply.rs`.
 
-use crate::api::{DriftMode, SourceStatus};
+use crate::api::SourceStatus;
 use crate::conditions::{FALSE, TRUE, UNKNOWN};
-use crate::constants::{FIELD_MANAGER, FINALIZER, conditions as ct};
-use crate::effect::{Effect, EventType, RenderRequest};
+use crate::constants::{FINALIZER, conditions as ct};
+use crate::effect::{Effect, RenderRequest};
 use crate::input::{
-    ApiError, ApplyAction, ApplyReport, DependencyReport, DriftReport, FetchError, FetchedArtifact,
-    LiveObject, ObjectResult, RenderError, RenderOutput, SourceArtifact, SourceError,
+    ApiError, DependencyReport, FetchError, FetchedArtifact, RenderError, RenderOutput,
+    SourceArtifact, SourceError,
 };
 use crate::object::{ReleaseKey, ReleaseObject};
-use crate::outcome::{Failure, Outcome, reasons};
+use crate::outcome::{Failure, Outcome};
+use crate::reason::Reason;
 use crate::render_value::{self, ReleaseIdentity};
-use crate::{deps, digest, drift, impersonation, inventory, ownership, policy, prune, source};
+use crate::{deps, digest, exits, impersonation, inventory, ownership, policy, source};
 
 use super::ctx::{Ctx, SourceSpec};
 use super::{Attempt, Phase, add};
@@ -20,7 +21,7 @@ use super::{Attempt, Phase, add};
 impl Attempt {
     pub(super) fn begin(&mut self, key: ReleaseKey, object: Option<Box<ReleaseObject>>) {
         let Some(obj) = object else {
-            return self.done_now(Outcome::NoOp, reasons::GONE, None);
+            return self.done_now(Outcome::NoOp, Reason::Gone, None);
         };
         // The object's own identity wins over the key it was queued under.
         let mut k = obj.key();
@@ -43,7 +44,7 @@ impl Attempt {
             .map(|sa| impersonation::impersonation(&self.ctx.key.namespace, sa));
         if self.ctx.deleting {
             if !self.ctx.has_finalizer {
-                return self.done_now(Outcome::NoOp, reasons::DELETED, None);
+                return self.done_now(Outcome::NoOp, Reason::Deleted, None);
             }
             return self.deletion_start();
         }
@@ -94,7 +95,7 @@ impl Attempt {
     ) {
         match result {
             Err(e) => self.fail(Failure::transient(
-                reasons::DEPENDENCIES_NOT_READY,
+                Reason::DependenciesNotReady,
                 format!("checking dependencies failed: {e}"),
             )),
             Ok(report) => match deps::evaluate(&self.ctx.key, &refs, &report) {
@@ -109,10 +110,10 @@ impl Attempt {
         let msg = "Reconciliation in progress";
         self.ctx
             .conds
-            .set(ct::RECONCILING, TRUE, reasons::PROGRESSING, msg);
+            .set(ct::RECONCILING, TRUE, Reason::Progressing, msg);
         self.ctx
             .conds
-            .set(ct::READY, UNKNOWN, reasons::PROGRESSING, msg);
+            .set(ct::READY, UNKNOWN, Reason::Progressing, msg);
         self.ctx.conds.remove(ct::STALLED);
         if let Err(f) = self.check_health_rules() {
             return self.fail(f);
@@ -190,7 +191,7 @@ impl Attempt {
         };
         let artifact = match result {
             Ok(a) => a,
-            Err(e) => return self.fail(source::source_failure(&e, &locator)),
+            Err(e) => return self.fail(exits::source_failure(&e, &locator)),
         };
         self.ctx.source_status = Some(SourceStatus {
             ref_: source::locator_ref(&locator),
@@ -215,14 +216,14 @@ impl Attempt {
     pub(super) fn on_fetch(&mut self, result: Result<FetchedArtifact, FetchError>) {
         let fetched = match result {
             Ok(f) => f,
-            Err(e) => return self.fail(source::fetch_failure(&e)),
+            Err(e) => return self.fail(exits::fetch_failure(&e)),
         };
         if fetched.digest != self.ctx.digests.source {
             let e = FetchError::DigestMismatch {
                 expected: self.ctx.digests.source.clone(),
                 actual: fetched.digest,
             };
-            return self.fail(source::fetch_failure(&e));
+            return self.fail(exits::fetch_failure(&e));
         }
         let SourceSpec::Package { path, .. } = &self.ctx.spec else {
             return;
@@ -246,8 +247,8 @@ impl Attempt {
         let output = match result {
             Ok(o) => o,
             Err(e) => {
-                let f = source::render_failure(&e);
-                if module.is_some() && f.reason == reasons::RESOLUTION_FAILED {
+                let f = exits::render_failure(&e);
+                if module.is_some() && f.reason == Reason::ResolutionFailed {
                     let msg = f.message.clone();
                     self.ctx
                         .conds
@@ -279,7 +280,7 @@ impl Attempt {
             let msg = format!("module resolved: {}@{}", m.path, m.version);
             self.ctx
                 .conds
-                .set(ct::MODULE_RESOLVED, TRUE, "Resolved", &msg);
+                .set(ct::MODULE_RESOLVED, TRUE, Reason::Resolved, &msg);
         }
         // The digest covers the policy annotations, so changing a policy is a change.
         self.ctx.digests.render = digest::render(objects.iter().map(|o| &o.manifest));
@@ -314,291 +315,10 @@ impl Attempt {
     }
 
     pub(super) fn on_service_account(&mut self, result: Result<bool, ApiError>) {
-        let sa = self.ctx.service_account.clone().unwrap_or_default();
-        let ns = self.ctx.key.namespace.clone();
-        match result {
-            Ok(true) => self.drift_step(),
-            Ok(false) => self.fail(Failure::stalled(
-                reasons::IMPERSONATION_FAILED,
-                format!("ServiceAccount \"{sa}\" not found in namespace \"{ns}\""),
-            )),
-            Err(e) => self.fail(Failure::transient(
-                reasons::IMPERSONATION_FAILED,
-                format!("reading ServiceAccount {ns}/{sa} failed: {e}"),
-            )),
+        let sa = self.ctx.service_account.as_deref().unwrap_or_default();
+        match exits::service_account(&result, &self.ctx.key.namespace, sa) {
+            Ok(()) => self.drift_step(),
+            Err(f) => self.fail(f),
         }
-    }
-
-    /// SPEC §3 steps 13-14. The check only matters when the digests say "no change": with
-    /// changed digests the apply that follows corrects drift anyway.
-    fn drift_step(&mut self) {
-        self.ctx.step = "drift";
-        if !self.ctx.digests_unchanged() {
-            return self.apply_step();
-        }
-        if self.ctx.drift_mode() == DriftMode::Disabled {
-            return self.unchanged();
-        }
-        self.phase = Phase::CheckingDrift;
-        self.out.push(Effect::CheckDrift {
-            objects: self.ctx.writable(),
-            field_manager: FIELD_MANAGER.to_string(),
-            identity: self.ctx.identity.clone(),
-        });
-    }
-
-    pub(super) fn on_drift(&mut self, report: DriftReport) {
-        let clean = drift::clean(&report);
-        self.ctx.drift_ok = Some(clean);
-        if let (Some((id, err)), Some(who)) = (drift::forbidden(&report), &self.ctx.identity) {
-            let msg = format!(
-                "drift check of {} forbidden while impersonating {}: {err}",
-                id.display(),
-                who.user
-            );
-            return self.fail(Failure::stalled(reasons::IMPERSONATION_FAILED, msg));
-        }
-        let drifted = drift::assess(&report, &self.ctx.desired);
-        if drifted.is_empty() {
-            if clean {
-                self.ctx.conds.remove(ct::DRIFTED);
-            }
-            return self.unchanged();
-        }
-        let msg = drift::detailed_message(&drifted);
-        let shown = self
-            .ctx
-            .persisted
-            .conditions
-            .iter()
-            .any(|c| c.type_ == ct::DRIFTED && c.status == TRUE && c.message == msg);
-        self.ctx
-            .conds
-            .set(ct::DRIFTED, TRUE, reasons::DRIFT_DETECTED, &msg);
-        if !shown {
-            self.event(EventType::Warning, reasons::DRIFT_DETECTED, &msg);
-        }
-        if self.ctx.drift_mode() == DriftMode::Correct {
-            self.ctx.correcting = true;
-            self.apply_step();
-        } else {
-            self.unchanged();
-        }
-    }
-
-    /// SPEC §25: before the first write of an object the release has never applied, read
-    /// who owns it. Every object of an unchanged release is in its inventory, so this costs
-    /// nothing there.
-    fn apply_step(&mut self) {
-        self.ctx.step = "apply";
-        // Objects that are never updated (`ssa: Ignore`, `IfNotPresent`) take nothing over.
-        let targets = ownership::targets(&self.ctx.overwritable(), self.ctx.persisted_entries());
-        if targets.is_empty() {
-            return self.write_step();
-        }
-        self.ctx.owner_targets = targets.clone();
-        self.phase = Phase::InspectingOwners;
-        self.out.push(Effect::InspectOwners {
-            targets,
-            identity: self.ctx.identity.clone(),
-        });
-    }
-
-    pub(super) fn on_owners(&mut self, objects: Vec<LiveObject>) {
-        let decided = ownership::decide(
-            &self.ctx.owner_targets,
-            &objects,
-            &self.ctx.uuid,
-            self.ctx.adopt_existing(),
-            self.ctx.identity.as_ref().map(|i| i.user.as_str()),
-        );
-        match decided {
-            Ok(()) => self.write_step(),
-            Err(f) => {
-                self.ctx.apply_ok = Some(false);
-                self.fail(f)
-            }
-        }
-    }
-
-    fn write_step(&mut self) {
-        self.phase = Phase::Applying;
-        self.out.push(Effect::Apply {
-            stages: render_value::stages(&self.ctx.writable()),
-            field_manager: FIELD_MANAGER.to_string(),
-            force: self.ctx.force_conflicts() || self.ctx.correcting,
-            identity: self.ctx.identity.clone(),
-        });
-    }
-
-    pub(super) fn on_apply(&mut self, report: ApplyReport) {
-        let mut failures = Vec::new();
-        let (mut created, mut updated, mut unchanged) = (0, 0, 0);
-        for o in &report.objects {
-            match &o.result {
-                Ok(ApplyAction::Created) => created += 1,
-                Ok(ApplyAction::Updated) => updated += 1,
-                Ok(ApplyAction::Recreated) => {
-                    updated += 1;
-                    let note = policy::recreated_message(&o.id);
-                    self.event(EventType::Normal, reasons::RECREATED, &note);
-                }
-                Ok(ApplyAction::Unchanged) => unchanged += 1,
-                Err(e) => failures.push((&o.id, e)),
-            }
-        }
-        self.ctx.counts = (created, updated, unchanged);
-        let writable = self.ctx.writable();
-        let reported = writable
-            .iter()
-            .filter(|d| report.objects.iter().any(|o| o.id == d.id))
-            .count();
-        if failures.is_empty() && reported == writable.len() {
-            self.ctx.apply_ok = Some(true);
-            return self.prune_step();
-        }
-        self.ctx.apply_ok = Some(false);
-        if failures.is_empty() {
-            return self.fail(Failure::transient(
-                reasons::APPLY_FAILED,
-                format!("apply reported {reported} of {} objects", writable.len()),
-            ));
-        }
-        let described: Vec<String> = failures
-            .iter()
-            .map(|(id, e)| format!("{}: {e}", id.display()))
-            .collect();
-        let detail = described.join("; ");
-        let forbidden = failures
-            .iter()
-            .any(|(_, e)| matches!(e, ApiError::Forbidden { .. }));
-        let f = if let (true, Some(who)) = (forbidden, &self.ctx.identity) {
-            Failure::stalled(
-                reasons::IMPERSONATION_FAILED,
-                format!("apply forbidden while impersonating {}: {detail}", who.user),
-            )
-        } else if failures
-            .iter()
-            .any(|(_, e)| matches!(e, ApiError::Invalid { .. } | ApiError::Conflict { .. }))
-        {
-            Failure::stalled(reasons::APPLY_FAILED, format!("apply failed: {detail}"))
-        } else {
-            Failure::transient(reasons::APPLY_FAILED, format!("apply failed: {detail}"))
-        };
-        self.fail(f);
-    }
-
-    /// Without `prune`, only the stale objects marked `prune: disabled` are visited: they
-    /// are orphaned (labels removed) so another release can adopt them (SPEC §25 handover).
-    fn prune_step(&mut self) {
-        let stale: Vec<_> = self
-            .ctx
-            .stale
-            .iter()
-            .filter(|e| self.ctx.common.prune || ownership::prune_disabled(e))
-            .cloned()
-            .collect();
-        if stale.is_empty() {
-            return self.applied_ok(Outcome::Applied);
-        }
-        self.start_prune(&stale);
-    }
-
-    /// Prunes `entries` (the stale set, or the whole inventory on deletion).
-    pub(super) fn start_prune(&mut self, entries: &[crate::api::InventoryEntry]) {
-        self.ctx.step = if self.ctx.deleting {
-            "deletion"
-        } else {
-            "prune"
-        };
-        self.ctx.prune_ran = true;
-        // As the confined operator (SPEC §15), objects outside the namespace are left alone.
-        let confined = self.ctx.identity.is_none()
-            && impersonation::confined(self.cfg.allow_operator_identity);
-        let (entries, outside) = if confined {
-            impersonation::split_prunable(&self.ctx.key.namespace, entries)
-        } else {
-            (entries.to_vec(), Vec::new())
-        };
-        if !outside.is_empty() {
-            let note = impersonation::prune_skipped_message(&self.ctx.key.namespace, &outside);
-            self.event(EventType::Warning, reasons::PRUNE_SKIPPED, &note);
-        }
-        let (protected, targets) = prune::plan(&entries);
-        self.ctx.orphan_targets = entries
-            .iter()
-            .filter(|e| ownership::prune_disabled(e))
-            .map(crate::object::ResourceId::from_entry)
-            .collect();
-        if !protected.is_empty() {
-            let names: Vec<String> = protected.iter().map(|p| p.display()).collect();
-            let note = format!(
-                "Skipped pruning {} resource(s) that are never deleted: {}",
-                names.len(),
-                names.join(", ")
-            );
-            self.event(EventType::Warning, reasons::PRUNE_SKIPPED, &note);
-        }
-        if targets.is_empty() {
-            return self.finish_prune();
-        }
-        self.ctx.prune_targets = targets.clone();
-        self.phase = Phase::InspectingStale;
-        self.out.push(Effect::InspectStale {
-            targets,
-            identity: self.ctx.identity.clone(),
-        });
-    }
-
-    pub(super) fn on_inspect(&mut self, objects: Vec<LiveObject>) {
-        let d = prune::decide(
-            &self.ctx.prune_targets,
-            &objects,
-            &self.ctx.uuid,
-            &self.ctx.orphan_targets,
-        );
-        self.ctx.prune_failures = d.failures;
-        if d.deletions.is_empty() {
-            return self.finish_prune();
-        }
-        self.ctx.deletions = d.deletions.clone();
-        self.phase = Phase::Pruning;
-        self.out.push(Effect::Prune {
-            deletions: d.deletions,
-            identity: self.ctx.identity.clone(),
-        });
-    }
-
-    pub(super) fn on_prune(&mut self, results: Vec<ObjectResult>) {
-        let (n, failures) = prune::tally(&self.ctx.deletions, &results);
-        self.ctx.pruned = n;
-        self.ctx.prune_failures.extend(failures);
-        self.finish_prune();
-    }
-
-    fn finish_prune(&mut self) {
-        if self.ctx.prune_failures.is_empty() {
-            self.ctx.prune_ok = Some(true);
-            return if self.ctx.deleting {
-                self.deletion_done()
-            } else {
-                self.applied_ok(Outcome::AppliedAndPruned)
-            };
-        }
-        self.ctx.prune_ok = Some(false);
-        let msg = prune::failure_message(&self.ctx.prune_failures);
-        let forbidden = self
-            .ctx
-            .prune_failures
-            .iter()
-            .any(|f| matches!(f.error, ApiError::Forbidden { .. }));
-        let f = match (&self.ctx.identity, forbidden) {
-            (Some(who), true) => Failure::stalled(
-                reasons::IMPERSONATION_FAILED,
-                format!("prune forbidden while impersonating {}: {msg}", who.user),
-            ),
-            _ => Failure::transient(reasons::PRUNE_FAILED, msg),
-        };
-        self.fail(f);
     }
 }

@@ -12,17 +12,15 @@ use std::time::Duration;
 use crate::conditions::{FALSE, TRUE, UNKNOWN, k8s_time};
 use crate::constants::conditions as ct;
 use crate::effect::{Effect, EventType, HealthTarget, Metric};
-use crate::health::{self, Assessment, HealthStatus, Judged};
+use crate::health::{self, Judged};
 use crate::input::HealthObject;
 use crate::inventory;
-use crate::object::ResourceId;
-use crate::outcome::{Failure, Outcome, reasons};
+use crate::outcome::{Failure, Outcome};
+use crate::reason::Reason;
 use crate::status;
 
+use super::health_read::judge;
 use super::{After, Attempt, DoneInfo, Phase, add};
-
-/// A workload `InProgress` this long has its newest pods read for the message (SPEC §26).
-pub const POD_DETAIL_AFTER: Duration = Duration::from_secs(30);
 
 /// Requeue while waiting when no watch event comes first: 10s, 20s, 40s, then 60s.
 fn wait_requeue(waited: Duration) -> Duration {
@@ -49,8 +47,8 @@ impl Attempt {
                 let msg = e.to_string();
                 self.ctx
                     .conds
-                    .set(ct::HEALTHY, FALSE, reasons::HEALTH_CHECK_FAILED, &msg);
-                Err(Failure::stalled(reasons::HEALTH_CHECK_FAILED, msg))
+                    .set(ct::HEALTHY, FALSE, Reason::HealthCheckFailed, &msg);
+                Err(Failure::stalled(Reason::HealthCheckFailed, msg))
             }
         }
     }
@@ -71,55 +69,6 @@ impl Attempt {
             return self.noop_exit();
         }
         self.health_start(None);
-    }
-
-    /// Everything whose health is read: applied objects and `healthChecks` entries.
-    fn health_ids(&self) -> Vec<ResourceId> {
-        let mut ids: Vec<ResourceId> = self.ctx.desired.iter().map(|d| d.id.clone()).collect();
-        for h in &self.ctx.common.health_checks {
-            let (group, version) = match h.api_version.rsplit_once('/') {
-                Some((g, v)) => (g.to_string(), v.to_string()),
-                None => (String::new(), h.api_version.clone()),
-            };
-            let namespace = if h.namespace.is_empty() && h.kind != "Namespace" {
-                self.ctx.key.namespace.clone()
-            } else {
-                h.namespace.clone()
-            };
-            let id = ResourceId {
-                group,
-                kind: h.kind.clone(),
-                namespace,
-                name: h.name.clone(),
-                version,
-            };
-            if !ids.iter().any(|i| i.identity() == id.identity()) {
-                ids.push(id);
-            }
-        }
-        ids
-    }
-
-    /// Whether `id` is read at all: Secrets never are (their data must not reach a trace),
-    /// the kinds that are `Current` once applied need not be, unless an expression judges
-    /// them.
-    fn reads(&self, id: &ResourceId) -> bool {
-        if id.group.is_empty() && id.kind == "Secret" {
-            return false;
-        }
-        health::needs_assessment(&id.group, &id.kind)
-            || self
-                .ctx
-                .common
-                .health_check_exprs
-                .iter()
-                .any(|e| e.kind == id.kind && health::group_of(&e.api_version) == id.group)
-    }
-
-    fn unhealthy_long_enough(&self, id: &ResourceId) -> bool {
-        health::has_pods(&id.group, &id.kind)
-            && health::unhealthy_since(self.ctx.persisted.health.as_ref(), id)
-                .is_some_and(|since| add(since, POD_DETAIL_AFTER) <= self.now)
     }
 
     fn health_start(&mut self, applied: Option<Outcome>) {
@@ -155,88 +104,13 @@ impl Attempt {
         let rules = match health::compile(&self.ctx.common.health_check_exprs) {
             Ok(r) => r,
             Err(e) => {
-                return self.fail(Failure::stalled(
-                    reasons::HEALTH_CHECK_FAILED,
-                    e.to_string(),
-                ));
+                return self.fail(Failure::stalled(Reason::HealthCheckFailed, e.to_string()));
             }
         };
-        let judge = |o: &HealthObject| -> Judged {
-            let assessment = match &o.result {
-                Ok(Some(v)) => health::assess(v, &rules),
-                Ok(None) => Assessment {
-                    status: HealthStatus::InProgress,
-                    message: "not found".to_string(),
-                },
-                Err(e) => Assessment {
-                    status: HealthStatus::Unknown,
-                    message: format!("reading it failed: {e}"),
-                },
-            };
-            let pods = (assessment.status != HealthStatus::Current)
-                .then(|| health::pod_detail(&o.pods))
-                .flatten();
-            Judged {
-                id: o.id.clone(),
-                assessment,
-                pods,
-            }
-        };
-        let fresh: Vec<Judged> = objects.iter().map(judge).collect();
-        let judged = if pods_read && !self.ctx.judged.is_empty() {
-            // The second read: its verdicts replace the first read's for those objects.
-            let mut all = std::mem::take(&mut self.ctx.judged);
-            for j in fresh {
-                if let Some(slot) = all.iter_mut().find(|a| a.id == j.id) {
-                    *slot = j;
-                }
-            }
-            all
-        } else {
-            let mut all = Vec::new();
-            for id in self.health_ids() {
-                if !self.reads(&id) {
-                    all.push(Judged {
-                        id,
-                        assessment: Assessment {
-                            status: HealthStatus::Current,
-                            message: "applied".to_string(),
-                        },
-                        pods: None,
-                    });
-                } else if let Some(j) = fresh.iter().find(|j| j.id.identity() == id.identity()) {
-                    all.push(j.clone());
-                } else {
-                    all.push(Judged {
-                        id,
-                        assessment: Assessment {
-                            status: HealthStatus::Unknown,
-                            message: "not reported".to_string(),
-                        },
-                        pods: None,
-                    });
-                }
-            }
-            all
-        };
+        let fresh: Vec<Judged> = objects.iter().map(|o| judge(o, &rules)).collect();
+        let judged = self.merge_judged(pods_read, fresh);
         if !pods_read {
-            // A failed workload, or one waiting past the bound, is explained by its pods.
-            let again: Vec<HealthTarget> = judged
-                .iter()
-                .filter(|j| {
-                    health::has_pods(&j.id.group, &j.id.kind)
-                        && j.pods.is_none()
-                        && match j.assessment.status {
-                            HealthStatus::Failed => true,
-                            HealthStatus::InProgress => self.unhealthy_long_enough(&j.id),
-                            _ => false,
-                        }
-                })
-                .map(|j| HealthTarget {
-                    id: j.id.clone(),
-                    pods: true,
-                })
-                .collect();
+            let again = self.pods_to_read(&judged);
             let asked_already = objects.iter().any(|o| !o.pods.is_empty());
             if !again.is_empty() && !asked_already {
                 self.ctx.judged = judged;
@@ -290,7 +164,7 @@ impl Attempt {
             let msg = format!("all {} resources are healthy", judged.len());
             self.ctx
                 .conds
-                .set(ct::HEALTHY, TRUE, reasons::HEALTH_SUCCEEDED, &msg);
+                .set(ct::HEALTHY, TRUE, Reason::Succeeded, &msg);
             self.ctx
                 .health_metrics
                 .push(Metric::ReleaseHealthy { healthy: true });
@@ -303,7 +177,7 @@ impl Attempt {
                 Some(o) => self.success(o),
                 None => {
                     if !was_healthy {
-                        self.event(EventType::Normal, reasons::SUCCEEDED, &msg);
+                        self.event(EventType::Normal, Reason::ReconciliationSucceeded, &msg);
                     }
                     self.noop_exit()
                 }
@@ -323,11 +197,11 @@ impl Attempt {
         if let Some(msg) = failed_msg {
             self.ctx
                 .conds
-                .set(ct::HEALTHY, FALSE, reasons::HEALTH_CHECK_FAILED, &msg);
+                .set(ct::HEALTHY, FALSE, Reason::HealthCheckFailed, &msg);
             if applied.is_some() {
                 self.applied_events(applied);
             }
-            return self.fail(Failure::transient(reasons::HEALTH_CHECK_FAILED, msg));
+            return self.fail(Failure::transient(Reason::HealthCheckFailed, msg));
         }
         let msg = summary.waiting_message();
         let remaining = timeout.saturating_sub(waited).max(Duration::from_secs(1));
@@ -335,27 +209,28 @@ impl Attempt {
     }
 
     /// The Applied (and Pruned) events of an attempt whose apply succeeded.
-    fn applied_events(&mut self, applied: Option<Outcome>) {
+    pub(super) fn applied_events(&mut self, applied: Option<Outcome>) {
         let (created, updated, unchanged) = self.ctx.counts;
         let total = created + updated + unchanged;
         self.event(
             EventType::Normal,
-            reasons::APPLIED,
+            Reason::Applied,
             &format!(
                 "Applied {total} resources ({created} created, {updated} updated, {unchanged} unchanged)"
             ),
         );
         if applied == Some(Outcome::AppliedAndPruned) && self.ctx.pruned > 0 {
             let note = format!("Pruned {} stale resources", self.ctx.pruned);
-            self.event(EventType::Normal, reasons::PRUNED, &note);
+            self.event(EventType::Normal, Reason::Pruned, &note);
         }
     }
 
     /// Records an apply that succeeded: digests, time, the new inventory (the objects are
     /// there, whatever their health).
-    pub(super) fn record_applied(&self, s: &mut crate::api::ReleaseStatus) {
+    /// `at` is when the objects were applied.
+    pub(super) fn record_applied(&self, s: &mut crate::api::ReleaseStatus, at: jiff::Timestamp) {
         let d = &self.ctx.digests;
-        s.last_applied_at = Some(k8s_time(self.ctx.applied_at.unwrap_or(self.now)));
+        s.last_applied_at = Some(k8s_time(at));
         s.last_applied_source_digest = d.source.clone();
         s.last_applied_config_digest = d.config.clone();
         s.last_applied_render_digest = d.render.clone();
@@ -368,24 +243,17 @@ impl Attempt {
     /// Waiting for health (SPEC §4): `Ready=Unknown/Progressing`, `Healthy` likewise.
     fn progressing(&mut self, applied: Option<Outcome>, msg: &str, requeue: Duration) {
         let c = &mut self.ctx.conds;
-        c.set(ct::READY, UNKNOWN, reasons::PROGRESSING, msg);
-        c.set(ct::HEALTHY, UNKNOWN, reasons::PROGRESSING, msg);
-        c.set(ct::RECONCILING, TRUE, reasons::PROGRESSING, msg);
+        c.set(ct::READY, UNKNOWN, Reason::Progressing, msg);
+        c.set(ct::HEALTHY, UNKNOWN, Reason::Progressing, msg);
+        c.set(ct::RECONCILING, TRUE, Reason::Progressing, msg);
         c.remove(ct::STALLED);
         let mut s = self.base_status();
         let outcome = applied.unwrap_or(Outcome::Progressing);
         let mut metrics = vec![self.reconcile_metric(outcome)];
         if applied.is_some() {
             self.applied_events(applied);
-            status::update_counters(
-                &mut s.failure_counters,
-                Some(true),
-                self.ctx.apply_ok,
-                self.ctx.prune_ok,
-                self.ctx.drift_ok,
-            );
-            self.record_attempt(&mut s);
-            self.record_applied(&mut s);
+            self.record_counted_attempt(&mut s, true);
+            self.record_applied(&mut s, self.ctx.applied_at.unwrap_or(self.now));
             let entry = self.history("progressing", msg, true);
             status::push_history(&mut s.history, entry);
             metrics.extend(self.applied_metrics());
@@ -395,7 +263,7 @@ impl Attempt {
             s,
             After::Done(DoneInfo {
                 outcome,
-                reason: reasons::PROGRESSING,
+                reason: Reason::Progressing,
                 requeue: Some(requeue),
                 metrics,
             }),

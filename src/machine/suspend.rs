@@ -3,7 +3,8 @@
 use crate::conditions::FALSE;
 use crate::constants::conditions as ct;
 use crate::effect::EventType;
-use crate::outcome::{Outcome, reasons};
+use crate::outcome::Outcome;
+use crate::reason::Reason;
 
 use super::{After, Attempt, DoneInfo};
 
@@ -14,17 +15,13 @@ impl Attempt {
             .persisted
             .conditions
             .iter()
-            .any(|p| p.type_ == ct::READY && p.reason == reasons::SUSPENDED)
+            .any(|p| p.type_ == ct::READY && p.reason == Reason::Suspended)
     }
 
     /// Step 5: a release coming out of suspension says so, then reconciles as usual.
     pub(super) fn announce_resume(&mut self) {
         if self.was_suspended() {
-            self.event(
-                EventType::Normal,
-                reasons::RESUMED,
-                "Reconciliation resumed",
-            );
+            self.event(EventType::Normal, Reason::Resumed, "Reconciliation resumed");
         }
     }
 
@@ -34,25 +31,19 @@ impl Attempt {
         let msg = "Reconciliation is suspended";
         let was = self.was_suspended();
         let c = &mut self.ctx.conds;
-        c.set(ct::READY, FALSE, reasons::SUSPENDED, msg);
+        c.set(ct::READY, FALSE, Reason::Suspended, msg);
         c.remove(ct::RECONCILING);
         c.remove(ct::STALLED);
         if !was {
-            self.event(EventType::Normal, reasons::SUSPENDED, msg);
+            self.event(EventType::Normal, Reason::Suspended, msg);
         }
-        let mut s = self.ctx.persisted.clone();
-        s.observed_generation = self.ctx.generation;
-        s.conditions = self.ctx.conds.finalize(
-            &self.ctx.persisted.conditions,
-            self.now,
-            self.ctx.generation,
-        );
+        let s = self.observed_status();
         let metrics = vec![self.reconcile_metric(Outcome::NoOp)];
         self.commit(
             s,
             After::Done(DoneInfo {
                 outcome: Outcome::NoOp,
-                reason: reasons::SUSPENDED,
+                reason: Reason::Suspended,
                 requeue: None,
                 metrics,
             }),

@@ -4,7 +4,8 @@
 //! `module.secretRef` are read under the effective identity and merged.
 
 use crate::input::ApiError;
-use crate::outcome::{Failure, reasons};
+use crate::outcome::Failure;
+use crate::reason::Reason;
 use crate::values_from::{self, CredentialsContent, ValuesContent};
 use crate::{config::AllowOperatorIdentity, digest, effect::Effect, impersonation};
 
@@ -24,7 +25,7 @@ impl Attempt {
             }
             None if self.cfg.allow_operator_identity == AllowOperatorIdentity::Off => {
                 self.fail(Failure::stalled(
-                    reasons::IMPERSONATION_FAILED,
+                    Reason::ImpersonationFailed,
                     impersonation::NO_SERVICE_ACCOUNT,
                 ))
             }
@@ -33,21 +34,13 @@ impl Attempt {
     }
 
     pub(super) fn on_values_service_account(&mut self, result: Result<bool, ApiError>) {
-        let sa = self.ctx.service_account.clone().unwrap_or_default();
-        let ns = self.ctx.key.namespace.clone();
-        match result {
-            Ok(true) => {
+        let sa = self.ctx.service_account.as_deref().unwrap_or_default();
+        match crate::exits::service_account(&result, &self.ctx.key.namespace, sa) {
+            Ok(()) => {
                 self.ctx.sa_checked = true;
                 self.read_values()
             }
-            Ok(false) => self.fail(Failure::stalled(
-                reasons::IMPERSONATION_FAILED,
-                format!("ServiceAccount \"{sa}\" not found in namespace \"{ns}\""),
-            )),
-            Err(e) => self.fail(Failure::transient(
-                reasons::IMPERSONATION_FAILED,
-                format!("reading ServiceAccount {ns}/{sa} failed: {e}"),
-            )),
+            Err(f) => self.fail(f),
         }
     }
 
@@ -111,7 +104,7 @@ impl Attempt {
             }
             (Some(name), None) => {
                 return self.fail(Failure::transient(
-                    reasons::RESOLUTION_FAILED,
+                    Reason::ResolutionFailed,
                     format!("Secret {ns}/{name} (module.secretRef) was not read"),
                 ));
             }

@@ -60,7 +60,7 @@ fn another_release_is_named_from_its_labels() {
         None,
     )
     .unwrap_err();
-    assert_eq!(err.reason, reasons::OWNERSHIP_CONFLICT);
+    assert_eq!(err.reason, Reason::OwnershipConflict);
     assert_eq!(
         err.message,
         "ConfigMap demo/app belongs to ModuleRelease demo/other"
@@ -86,7 +86,7 @@ fn unowned_needs_adopt_existing() {
         labelled(&[(labels::MANAGED_BY, "opm-controller")]),
     )];
     let err = decide(&[cm("app")], &obs, "mine", false, None).unwrap_err();
-    assert_eq!(err.reason, reasons::OWNERSHIP_CONFLICT);
+    assert_eq!(err.reason, Reason::OwnershipConflict);
     assert_eq!(
         err.message,
         "ConfigMap demo/app exists and was not created by a release; set spec.rollout.adoptExisting: true to take it over"
@@ -125,9 +125,9 @@ fn read_errors_are_classified() {
         Some("system:serviceaccount:demo:sa"),
     )
     .unwrap_err();
-    assert_eq!(f.reason, reasons::IMPERSONATION_FAILED);
+    assert_eq!(f.reason, Reason::ImpersonationFailed);
     let f = decide(&[cm("a")], &forbidden, "mine", false, None).unwrap_err();
-    assert_eq!(f.reason, reasons::APPLY_FAILED);
+    assert_eq!(f.reason, Reason::ApplyFailed);
     assert_eq!(f.class, crate::outcome::FailureClass::Transient);
     // No answer at all for a target is never taken as "absent".
     assert!(decide(&[cm("a")], &[], "mine", true, None).is_err());

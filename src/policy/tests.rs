@@ -64,7 +64,7 @@ fn an_unknown_policy_value_stalls_naming_the_object() {
         json!({"metadata": {"annotations": {SSA_ANNOTATION: "ifnotpresent"}}}),
     )];
     let f = extract(&mut objects, &[]).unwrap_err();
-    assert_eq!(f.reason, reasons::RENDER_FAILED);
+    assert_eq!(f.reason, Reason::RenderFailed);
     assert!(
         f.message.contains("ConfigMap/demo/a") && f.message.contains("IfNotPresent"),
         "{}",

@@ -97,7 +97,7 @@ fn rejects_malformed_objects_naming_component_and_key() {
     ];
     for (components, msg) in cases {
         let err = build(&exported(components), &[], &release()).unwrap_err();
-        assert_eq!(err.reason, reasons::RENDER_FAILED);
+        assert_eq!(err.reason, Reason::RenderFailed);
         assert_eq!(err.message, msg);
     }
 }
@@ -107,7 +107,7 @@ fn conflicting_operator_label_is_render_failed() {
     let v = exported(json!({"c": {"k": {"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "a", "labels": {"app.kubernetes.io/managed-by": "helm"}}}}}));
     let err = build(&v, &[], &release()).unwrap_err();
-    assert_eq!(err.reason, reasons::RENDER_FAILED);
+    assert_eq!(err.reason, Reason::RenderFailed);
     assert!(
         err.message.contains("app.kubernetes.io/managed-by"),
         "{}",
@@ -137,9 +137,9 @@ fn duplicates_and_wrong_kind_are_rejected() {
         &release(),
     )
     .unwrap_err();
-    assert_eq!(err.reason, reasons::UNSUPPORTED_KIND);
+    assert_eq!(err.reason, Reason::UnsupportedKind);
     let err = build(&json!({"components": {}}), &[], &release()).unwrap_err();
-    assert_eq!(err.reason, reasons::UNSUPPORTED_KIND);
+    assert_eq!(err.reason, Reason::UnsupportedKind);
     assert_eq!(
         build(&exported(json!({})), &[], &release()).unwrap(),
         vec![]
@@ -211,7 +211,7 @@ fn object_cap_names_the_count_and_the_cap() {
     assert_eq!(object_count(&v), 6);
     assert!(check_caps(&v, 0, 6, 100).is_ok(), "at the cap is fine");
     let f = check_caps(&v, 0, 5, 100).unwrap_err();
-    assert_eq!(f.reason, reasons::RENDER_FAILED);
+    assert_eq!(f.reason, Reason::RenderFailed);
     assert_eq!(f.class, crate::outcome::FailureClass::Stalled);
     assert!(
         f.message.starts_with("rendered 6 objects; the cap is 5"),
@@ -225,7 +225,7 @@ fn byte_cap_names_the_size_and_the_cap() {
     let v = configmaps(1);
     assert!(check_caps(&v, 100, 10, 100).is_ok());
     let f = check_caps(&v, 33 * 1024 * 1024, 10, 32 * 1024 * 1024).unwrap_err();
-    assert_eq!(f.reason, reasons::RENDER_FAILED);
+    assert_eq!(f.reason, Reason::RenderFailed);
     assert!(f.message.contains("34603008 bytes"), "{}", f.message);
     assert!(
         f.message.contains("the cap is 33554432 (32.0 MiB"),
@@ -236,20 +236,17 @@ fn byte_cap_names_the_size_and_the_cap() {
         bytes_at_least: 33554433,
         cap: 33554432,
     };
-    let f = crate::source::render_failure(&e);
+    let f = crate::exits::render_failure(&e);
     assert_eq!(
         (f.reason, f.class),
-        (
-            reasons::RENDER_FAILED,
-            crate::outcome::FailureClass::Stalled
-        )
+        (Reason::RenderFailed, crate::outcome::FailureClass::Stalled)
     );
     assert!(
         f.message.contains("more than 33554433 bytes"),
         "{}",
         f.message
     );
-    let f = crate::source::render_failure(&crate::input::RenderError::OutOfMemory {
+    let f = crate::exits::render_failure(&crate::input::RenderError::OutOfMemory {
         limit_bytes: 1 << 30,
     });
     assert_eq!(f.class, crate::outcome::FailureClass::Stalled);

@@ -21,25 +21,28 @@ fn status(ready: &str, reason: &str) -> ReleaseStatus {
 
 #[test]
 fn only_a_transition_to_ready_retriggers_dependents() {
-    let ready = status("True", reasons::SUCCEEDED);
+    let ready = status("True", Reason::Succeeded.as_str());
     assert!(retriggers_dependents(false, Some(&ready)));
     // Staying Ready (a NoOp) does not.
     assert!(!retriggers_dependents(true, Some(&ready)));
     // A suspended NoOp is not Ready: its dependents stay blocked.
-    let suspended = status("False", reasons::SUSPENDED);
+    let suspended = status("False", Reason::Suspended.as_str());
     assert!(!retriggers_dependents(false, Some(&suspended)));
     assert!(!retriggers_dependents(
         false,
-        Some(&status("Unknown", reasons::PROGRESSING))
+        Some(&status("Unknown", Reason::Progressing.as_str()))
     ));
     assert!(!retriggers_dependents(false, None));
 }
 
 #[test]
 fn is_ready_reads_the_ready_condition_only() {
-    assert!(is_ready(Some(&status("True", reasons::SUCCEEDED))));
-    assert!(!is_ready(Some(&status("False", reasons::APPLY_FAILED))));
-    let mut other = status("True", reasons::SUCCEEDED);
+    assert!(is_ready(Some(&status("True", Reason::Succeeded.as_str()))));
+    assert!(!is_ready(Some(&status(
+        "False",
+        Reason::ApplyFailed.as_str()
+    ))));
+    let mut other = status("True", Reason::Succeeded.as_str());
     other.conditions[0].type_ = conditions::HEALTHY.into();
     assert!(!is_ready(Some(&other)));
     assert!(!is_ready(None));
@@ -47,13 +50,16 @@ fn is_ready_reads_the_ready_condition_only() {
 
 #[test]
 fn a_service_account_retriggers_only_releases_waiting_for_one() {
-    for reason in [reasons::IMPERSONATION_FAILED, reasons::DELETION_SA_MISSING] {
+    for reason in [
+        Reason::ImpersonationFailed.as_str(),
+        Reason::DeletionSAMissing.as_str(),
+    ] {
         assert!(waits_for_service_account(Some(&status("False", reason))));
     }
     for reason in [
-        reasons::APPLY_FAILED,
-        reasons::SUCCEEDED,
-        reasons::SUSPENDED,
+        Reason::ApplyFailed.as_str(),
+        Reason::Succeeded.as_str(),
+        Reason::Suspended.as_str(),
     ] {
         assert!(!waits_for_service_account(Some(&status("False", reason))));
     }
@@ -63,10 +69,10 @@ fn a_service_account_retriggers_only_releases_waiting_for_one() {
 
 #[test]
 fn series_are_forgotten_when_the_release_is_gone() {
-    assert!(forgets_series(false, reasons::GONE));
-    assert!(forgets_series(true, reasons::DELETED));
-    assert!(!forgets_series(true, reasons::SUCCEEDED));
-    assert!(!forgets_series(true, reasons::DELETION_SA_MISSING));
+    assert!(forgets_series(false, Reason::Gone));
+    assert!(forgets_series(true, Reason::Deleted));
+    assert!(!forgets_series(true, Reason::Succeeded));
+    assert!(!forgets_series(true, Reason::DeletionSAMissing));
 }
 
 fn meta() -> ObjectMeta {

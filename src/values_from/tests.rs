@@ -77,7 +77,7 @@ fn missing_stalls_unless_optional_and_names_object_and_key() {
         None,
     )
     .unwrap_err();
-    assert_eq!(f.reason, reasons::VALUES_NOT_FOUND);
+    assert_eq!(f.reason, Reason::ValuesNotFound);
     assert!(f.message.contains("ConfigMap demo/gone") && f.message.contains("values.yaml"));
     r.values_key = Some("app.yaml".into());
     let f = compose(
@@ -88,7 +88,7 @@ fn missing_stalls_unless_optional_and_names_object_and_key() {
         None,
     )
     .unwrap_err();
-    assert_eq!(f.reason, reasons::VALUES_NOT_FOUND);
+    assert_eq!(f.reason, Reason::ValuesNotFound);
     assert!(f.message.contains("\"app.yaml\""), "{}", f.message);
     r.optional = true;
     let v = json!({"a": 1});
@@ -123,7 +123,7 @@ fn forbidden_is_impersonation_failed_and_other_errors_are_transient() {
         Some(&who),
     )
     .unwrap_err();
-    assert_eq!(f.reason, reasons::IMPERSONATION_FAILED);
+    assert_eq!(f.reason, Reason::ImpersonationFailed);
     assert!(f.message.contains("system:serviceaccount:demo:deployer"));
     let f = compose(
         "demo",
@@ -135,14 +135,14 @@ fn forbidden_is_impersonation_failed_and_other_errors_are_transient() {
         Some(&who),
     )
     .unwrap_err();
-    assert_eq!(f.reason, reasons::VALUES_NOT_FOUND);
+    assert_eq!(f.reason, Reason::ValuesNotFound);
     assert_eq!(f.class, crate::outcome::FailureClass::Transient);
 }
 
 #[test]
 fn a_root_entry_must_be_a_mapping() {
     let f = compose("demo", &[cm("x")], &[found(json!("plain"))], None, None).unwrap_err();
-    assert_eq!(f.reason, reasons::RENDER_FAILED);
+    assert_eq!(f.reason, Reason::RenderFailed);
     assert!(
         !f.message.contains("plain"),
         "never the value: {}",
@@ -158,7 +158,7 @@ fn a_root_entry_must_be_a_mapping() {
         None,
     )
     .unwrap_err();
-    assert_eq!(f.reason, reasons::RENDER_FAILED);
+    assert_eq!(f.reason, Reason::RenderFailed);
     assert!(f.message.contains("line 3"));
 }
 

@@ -119,7 +119,7 @@ impl World {
                     outcome,
                     reason,
                     requeue_after,
-                }) => Some((*outcome, reason.clone(), *requeue_after)),
+                }) => Some((*outcome, *reason, *requeue_after)),
                 _ => None,
             };
             if keep {
@@ -147,7 +147,7 @@ impl World {
         };
         let (outcome, reason, requeue_after) = done;
         // SPEC §21: as the operator does, at the attempt's end (its last metrics included).
-        if crate::triggers::forgets_series(found, &reason) {
+        if crate::triggers::forgets_series(found, reason) {
             self.metrics.forget(key);
         }
         let mut requeue = requeue_after;
@@ -182,7 +182,7 @@ impl World {
             inputs,
             batches,
             outcome: Some(outcome),
-            reason,
+            reason: reason.to_string(),
             requeue_after,
             status: self.releases.get(key).and_then(|o| o.status().cloned()),
             deleted: current.deleted,

@@ -33,14 +33,14 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
-pub fn meta_mut(o: &mut ReleaseObject) -> &mut ObjectMeta {
+pub(super) fn meta_mut(o: &mut ReleaseObject) -> &mut ObjectMeta {
     match o {
         ReleaseObject::ModuleRelease(r) => &mut r.metadata,
         ReleaseObject::Release(r) => &mut r.metadata,
     }
 }
 
-pub fn status_mut(o: &mut ReleaseObject) -> &mut Option<ReleaseStatus> {
+pub(super) fn status_mut(o: &mut ReleaseObject) -> &mut Option<ReleaseStatus> {
     match o {
         ReleaseObject::ModuleRelease(r) => &mut r.status,
         ReleaseObject::Release(r) => &mut r.status,

@@ -118,7 +118,7 @@ const LABELS: &str = "metadata.labels";
 const ANNOTATIONS: &str = "metadata.annotations";
 
 /// The fields of a manifest as this store understands them.
-pub fn fields_of(manifest: &Value) -> BTreeMap<FieldPath, Value> {
+pub(super) fn fields_of(manifest: &Value) -> BTreeMap<FieldPath, Value> {
     field_refs(manifest)
         .into_iter()
         .map(|((top, sub), v)| (FieldPath::new(top, sub), v.clone()))
@@ -160,9 +160,9 @@ fn field_refs(manifest: &Value) -> BTreeMap<(&str, &str), &Value> {
 }
 
 /// Storage key: (group, kind, namespace, name). The version is not part of identity.
-pub type ObjKey = (String, String, String, String);
+pub(super) type ObjKey = (String, String, String, String);
 
-pub fn key_of(id: &ResourceId) -> ObjKey {
+pub(super) fn key_of(id: &ResourceId) -> ObjKey {
     (
         id.group.clone(),
         id.kind.clone(),
@@ -300,7 +300,7 @@ impl StoredObject {
 }
 
 /// Cluster-scoped in every cluster (the world may add CRD-defined kinds).
-pub const BUILTIN_CLUSTER_SCOPED: [(&str, &str); 10] = [
+pub(super) const BUILTIN_CLUSTER_SCOPED: [(&str, &str); 10] = [
     ("", "Namespace"),
     ("", "Node"),
     ("", "PersistentVolume"),

@@ -343,7 +343,7 @@ fn finalizers_status_and_fire_and_forget() {
     let ev = Effect::EmitEvent {
         event: crate::effect::Event {
             event_type: crate::effect::EventType::Normal,
-            reason: "NoOp".into(),
+            reason: crate::Reason::NoOp,
             action: "Reconcile".into(),
             note: "No changes detected".into(),
         },
@@ -410,10 +410,16 @@ fn several_attempts_in_one_trace_replay_and_a_later_change_is_caught() {
     crate::trace::replay(lines.iter().map(String::as_str)).unwrap();
     let last = lines.len() - 1;
     assert!(lines[last].contains("\"type\":\"done\""), "{}", lines[last]);
-    lines[last] = lines[last].replace("\"reason\":\"", "\"reason\":\"Tampered");
+    // A reason is typed: the tampered one must still be a reason to reach the comparison.
+    assert!(
+        lines[last].contains("\"reason\":\"NoOp\""),
+        "{}",
+        lines[last]
+    );
+    lines[last] = lines[last].replace("\"reason\":\"NoOp\"", "\"reason\":\"Gone\"");
     let err = crate::trace::replay(lines.iter().map(String::as_str)).unwrap_err();
-    assert!(err.expected.contains("Tampered"), "{err}");
-    assert!(!err.got.contains("Tampered"), "{err}");
+    assert!(err.expected.contains("Gone"), "{err}");
+    assert!(!err.got.contains("Gone"), "{err}");
 }
 
 /// Two releases of a module whose ConfigMap has a fixed name (SPEC §25): the second never

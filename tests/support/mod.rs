@@ -370,7 +370,7 @@ impl Run {
     pub fn event_tuples(&self) -> Vec<(EventType, String, String, String)> {
         self.events()
             .into_iter()
-            .map(|e| (e.event_type, e.reason, e.action, e.note))
+            .map(|e| (e.event_type, e.reason.to_string(), e.action, e.note))
             .collect()
     }
 
@@ -470,7 +470,7 @@ pub fn run(cfg: &Config, object: ReleaseObject, canned: &Canned, start: Timestam
                 inputs,
                 effects,
                 outcome,
-                reason,
+                reason: reason.to_string(),
                 requeue: requeue_after,
                 written,
                 status,

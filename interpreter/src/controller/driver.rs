@@ -224,20 +224,20 @@ fn finish(
     key: &ReleaseKey,
     seen: &Seen,
     outcome: Outcome,
-    reason: String,
+    reason: opm_core::Reason,
     requeue_after: Option<Duration>,
 ) -> Finished {
     // Gone, or our finalizer just came off (no attempt follows the object's
     // disappearance): the release's series go with it.
-    if triggers::forgets_series(!seen.gone, &reason) {
+    if triggers::forgets_series(!seen.gone, reason) {
         rt.metrics.forget(key);
         rt.observed.forget(key);
     }
-    rt.unpersisted.record(key, &reason, seen.counted, seen.gone);
+    rt.unpersisted.record(key, reason, seen.counted, seen.gone);
     Finished {
         requeue_after: requeue_after.map(|d| jitter::jitter(outcome, d)),
         outcome,
-        reason,
+        reason: reason.to_string(),
         turned_ready: false,
     }
 }

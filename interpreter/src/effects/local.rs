@@ -3,9 +3,9 @@
 //! core's typed errors at this one boundary.
 
 use opm_core::effect::RenderRequest;
+use opm_core::exits::{fetch_failure, render_failure};
 use opm_core::input::FetchedArtifact;
 use opm_core::outcome::{Failure, FailureClass};
-use opm_core::source::{fetch_failure, render_failure};
 use opm_core::{FetchError as CoreFetch, RenderError as CoreRender};
 use serde_json::Value;
 
@@ -211,7 +211,7 @@ pub trait Verdict {
     }
 
     /// The condition reason.
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> opm_core::Reason {
         self.failure().reason
     }
 }

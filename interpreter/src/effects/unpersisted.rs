@@ -1,7 +1,7 @@
 //! Failed attempts whose status could not be written (SPEC §24), kept in memory so the
 //! core's backoff sees the true count.
 
-use opm_core::{ReleaseKey, ReleaseObject};
+use opm_core::{Reason, ReleaseKey, ReleaseObject};
 
 /// Per release: the count of consecutive failed attempts not yet persisted because their
 /// status write (or finalizer patch) failed. Without it every such attempt computes the
@@ -33,11 +33,9 @@ impl Unpersisted {
 
     /// After an attempt that saw `counted` failures: one that could not write its status
     /// adds one in memory; any other exit wrote (or needed no write) and clears it.
-    pub fn record(&self, key: &ReleaseKey, reason: &str, counted: i64, gone: bool) {
-        use opm_core::outcome::reasons;
+    pub fn record(&self, key: &ReleaseKey, reason: Reason, counted: i64, gone: bool) {
         let mut counts = self.lock();
-        if !gone && (reason == reasons::STATUS_PATCH_FAILED || reason == reasons::FINALIZER_FAILED)
-        {
+        if !gone && (reason == Reason::StatusPatchFailed || reason == Reason::FinalizerFailed) {
             counts.insert(key.clone(), counted.saturating_add(1));
         } else {
             counts.remove(key);
@@ -65,7 +63,6 @@ mod tests {
 
     #[test]
     fn unpersisted_failures_count_up_until_a_write_lands() {
-        use opm_core::outcome::reasons;
         let u = Unpersisted::default();
         let k = key();
         let mut obj: ReleaseObject = serde_json::from_value(serde_json::json!({
@@ -82,7 +79,7 @@ mod tests {
             "nothing kept: the object is untouched"
         );
         for n in 0..4 {
-            u.record(&k, reasons::STATUS_PATCH_FAILED, n, false);
+            u.record(&k, Reason::StatusPatchFailed, n, false);
             assert_eq!(u.get(&k), Some(n + 1));
         }
         u.overlay(&k, &mut obj);
@@ -92,11 +89,11 @@ mod tests {
             opm_core::backoff::compute_backoff(4 + 1),
             Duration::from_secs(80)
         );
-        u.record(&k, reasons::SUCCEEDED, 4, false);
+        u.record(&k, Reason::ReconciliationSucceeded, 4, false);
         assert_eq!(u.get(&k), None);
-        u.record(&k, reasons::STATUS_PATCH_FAILED, i64::MAX, false);
+        u.record(&k, Reason::StatusPatchFailed, i64::MAX, false);
         assert_eq!(u.get(&k), Some(i64::MAX));
-        u.record(&k, reasons::STATUS_PATCH_FAILED, 3, true);
+        u.record(&k, Reason::StatusPatchFailed, 3, true);
         assert_eq!(u.get(&k), None, "a gone release keeps nothing");
     }
 }

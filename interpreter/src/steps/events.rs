@@ -33,7 +33,7 @@ impl EventSink {
                 EventType::Normal => KubeType::Normal,
                 EventType::Warning => KubeType::Warning,
             },
-            reason: event.reason.clone(),
+            reason: event.reason.to_string(),
             note: Some(truncate(&event.note, NOTE_MAX)),
             action: event.action.clone(),
             secondary: None,

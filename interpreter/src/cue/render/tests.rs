@@ -18,7 +18,7 @@ fn stderr_classification() {
     assert!(matches!(e, RenderError::RegistryUnreachable { .. }));
     assert_eq!(
         (e.class(), e.reason()),
-        (FailureClass::Transient, "RenderFailed")
+        (FailureClass::Transient, opm_core::Reason::RenderFailed)
     );
     let no_module = "x: import failed: cannot find package \"foo.example/bar\": cannot find module providing package foo.example/bar:";
     assert_eq!(classify_stderr(no_module).reason(), "ResolutionFailed");
@@ -45,7 +45,7 @@ fn stderr_classification() {
     );
     assert_eq!(
         (e.class(), e.reason()),
-        (FailureClass::Stalled, "RenderFailed")
+        (FailureClass::Stalled, opm_core::Reason::RenderFailed)
     );
 }
 
@@ -154,7 +154,7 @@ async fn a_successful_run_with_garbage_output_is_invalid_output() {
     assert!(matches!(err, RenderError::InvalidOutput { .. }), "{err:?}");
     assert_eq!(
         (err.class(), err.reason()),
-        (FailureClass::Stalled, "RenderFailed")
+        (FailureClass::Stalled, opm_core::Reason::RenderFailed)
     );
 }
 

@@ -1,0 +1,262 @@
+//! The second half of SPEC §3: drift check, no-op, ownership, apply and prune (steps
+//! 13-16). The first half, up to impersonation, is `flow.rs`.
+
+use crate::api::DriftMode;
+use crate::conditions::TRUE;
+use crate::constants::{FIELD_MANAGER, conditions as ct};
+use crate::effect::{Effect, EventType};
+use crate::input::{ApiError, ApplyAction, ApplyReport, DriftReport, LiveObject, ObjectResult};
+use crate::outcome::{Failure, Outcome};
+use crate::reason::Reason;
+use crate::render_value;
+use crate::{drift, exits, impersonation, ownership, policy, prune};
+
+use super::{Attempt, Phase};
+
+impl Attempt {
+    /// SPEC §3 steps 13-14. The check only matters when the digests say "no change": with
+    /// changed digests the apply that follows corrects drift anyway.
+    pub(super) fn drift_step(&mut self) {
+        self.ctx.step = "drift";
+        if !self.ctx.digests_unchanged() {
+            return self.apply_step();
+        }
+        if self.ctx.drift_mode() == DriftMode::Disabled {
+            return self.unchanged();
+        }
+        self.phase = Phase::CheckingDrift;
+        self.out.push(Effect::CheckDrift {
+            objects: self.ctx.writable(),
+            field_manager: FIELD_MANAGER.to_string(),
+            identity: self.ctx.identity.clone(),
+        });
+    }
+
+    pub(super) fn on_drift(&mut self, report: DriftReport) {
+        let clean = drift::clean(&report);
+        self.ctx.drift_ok = Some(clean);
+        if let (Some((id, err)), Some(who)) = (drift::forbidden(&report), &self.ctx.identity) {
+            let msg = format!(
+                "drift check of {} forbidden while impersonating {}: {err}",
+                id.display(),
+                who.user
+            );
+            return self.fail(Failure::stalled(Reason::ImpersonationFailed, msg));
+        }
+        let drifted = drift::assess(&report, &self.ctx.desired);
+        if drifted.is_empty() {
+            if clean {
+                self.ctx.conds.remove(ct::DRIFTED);
+            }
+            return self.unchanged();
+        }
+        let msg = drift::detailed_message(&drifted);
+        let shown = self
+            .ctx
+            .persisted
+            .conditions
+            .iter()
+            .any(|c| c.type_ == ct::DRIFTED && c.status == TRUE && c.message == msg);
+        self.ctx
+            .conds
+            .set(ct::DRIFTED, TRUE, Reason::DriftDetected, &msg);
+        if !shown {
+            self.event(EventType::Warning, Reason::DriftDetected, &msg);
+        }
+        if self.ctx.drift_mode() == DriftMode::Correct {
+            self.ctx.correcting = true;
+            self.apply_step();
+        } else {
+            self.unchanged();
+        }
+    }
+
+    /// SPEC §25: before the first write of an object the release has never applied, read
+    /// who owns it. Every object of an unchanged release is in its inventory, so this costs
+    /// nothing there.
+    fn apply_step(&mut self) {
+        self.ctx.step = "apply";
+        // Objects that are never updated (`ssa: Ignore`, `IfNotPresent`) take nothing over.
+        let targets = ownership::targets(&self.ctx.overwritable(), self.ctx.persisted_entries());
+        if targets.is_empty() {
+            return self.write_step();
+        }
+        self.ctx.owner_targets = targets.clone();
+        self.phase = Phase::InspectingOwners;
+        self.out.push(Effect::InspectOwners {
+            targets,
+            identity: self.ctx.identity.clone(),
+        });
+    }
+
+    pub(super) fn on_owners(&mut self, objects: Vec<LiveObject>) {
+        let decided = ownership::decide(
+            &self.ctx.owner_targets,
+            &objects,
+            &self.ctx.uuid,
+            self.ctx.adopt_existing(),
+            self.ctx.identity.as_ref().map(|i| i.user.as_str()),
+        );
+        match decided {
+            Ok(()) => self.write_step(),
+            Err(f) => {
+                self.ctx.apply_ok = Some(false);
+                self.fail(f)
+            }
+        }
+    }
+
+    fn write_step(&mut self) {
+        self.phase = Phase::Applying;
+        self.out.push(Effect::Apply {
+            stages: render_value::stages(&self.ctx.writable()),
+            field_manager: FIELD_MANAGER.to_string(),
+            force: self.ctx.force_conflicts() || self.ctx.correcting,
+            identity: self.ctx.identity.clone(),
+        });
+    }
+
+    pub(super) fn on_apply(&mut self, report: ApplyReport) {
+        let mut failures = Vec::new();
+        let (mut created, mut updated, mut unchanged) = (0, 0, 0);
+        for o in &report.objects {
+            match &o.result {
+                Ok(ApplyAction::Created) => created += 1,
+                Ok(ApplyAction::Updated) => updated += 1,
+                Ok(ApplyAction::Recreated) => {
+                    updated += 1;
+                    let note = policy::recreated_message(&o.id);
+                    self.event(EventType::Normal, Reason::Recreated, &note);
+                }
+                Ok(ApplyAction::Unchanged) => unchanged += 1,
+                Err(e) => failures.push((&o.id, e)),
+            }
+        }
+        self.ctx.counts = (created, updated, unchanged);
+        let writable = self.ctx.writable();
+        let reported = writable
+            .iter()
+            .filter(|d| report.objects.iter().any(|o| o.id == d.id))
+            .count();
+        if failures.is_empty() && reported == writable.len() {
+            self.ctx.apply_ok = Some(true);
+            return self.prune_step();
+        }
+        self.ctx.apply_ok = Some(false);
+        let who = self.ctx.identity.as_ref().map(|i| i.user.as_str());
+        self.fail(exits::apply_failure(
+            &failures,
+            reported,
+            writable.len(),
+            who,
+        ));
+    }
+
+    /// Without `prune`, only the stale objects marked `prune: disabled` are visited: they
+    /// are orphaned (labels removed) so another release can adopt them (SPEC §25 handover).
+    fn prune_step(&mut self) {
+        let stale: Vec<_> = self
+            .ctx
+            .stale
+            .iter()
+            .filter(|e| self.ctx.common.prune || ownership::prune_disabled(e))
+            .cloned()
+            .collect();
+        if stale.is_empty() {
+            return self.applied_ok(Outcome::Applied);
+        }
+        self.start_prune(&stale);
+    }
+
+    /// Prunes `entries` (the stale set, or the whole inventory on deletion).
+    pub(super) fn start_prune(&mut self, entries: &[crate::api::InventoryEntry]) {
+        self.ctx.step = if self.ctx.deleting {
+            "deletion"
+        } else {
+            "prune"
+        };
+        self.ctx.prune_ran = true;
+        // As the confined operator (SPEC §15), objects outside the namespace are left alone.
+        let confined = self.ctx.identity.is_none()
+            && impersonation::confined(self.cfg.allow_operator_identity);
+        let (entries, outside) = if confined {
+            impersonation::split_prunable(&self.ctx.key.namespace, entries)
+        } else {
+            (entries.to_vec(), Vec::new())
+        };
+        if !outside.is_empty() {
+            let note = impersonation::prune_skipped_message(&self.ctx.key.namespace, &outside);
+            self.event(EventType::Warning, Reason::PruneSkipped, &note);
+        }
+        let (protected, targets) = prune::plan(&entries);
+        self.ctx.orphan_targets = entries
+            .iter()
+            .filter(|e| ownership::prune_disabled(e))
+            .map(crate::object::ResourceId::from_entry)
+            .collect();
+        if !protected.is_empty() {
+            let names: Vec<String> = protected.iter().map(|p| p.display()).collect();
+            let note = format!(
+                "Skipped pruning {} resource(s) that are never deleted: {}",
+                names.len(),
+                names.join(", ")
+            );
+            self.event(EventType::Warning, Reason::PruneSkipped, &note);
+        }
+        if targets.is_empty() {
+            return self.finish_prune();
+        }
+        self.ctx.prune_targets = targets.clone();
+        self.phase = Phase::InspectingStale;
+        self.out.push(Effect::InspectStale {
+            targets,
+            identity: self.ctx.identity.clone(),
+        });
+    }
+
+    pub(super) fn on_inspect(&mut self, objects: Vec<LiveObject>) {
+        let d = prune::decide(
+            &self.ctx.prune_targets,
+            &objects,
+            &self.ctx.uuid,
+            &self.ctx.orphan_targets,
+        );
+        self.ctx.prune_failures = d.failures;
+        if d.deletions.is_empty() {
+            return self.finish_prune();
+        }
+        self.ctx.deletions = d.deletions.clone();
+        self.phase = Phase::Pruning;
+        self.out.push(Effect::Prune {
+            deletions: d.deletions,
+            identity: self.ctx.identity.clone(),
+        });
+    }
+
+    pub(super) fn on_prune(&mut self, results: Vec<ObjectResult>) {
+        let (n, failures) = prune::tally(&self.ctx.deletions, &results);
+        self.ctx.pruned = n;
+        self.ctx.prune_failures.extend(failures);
+        self.finish_prune();
+    }
+
+    fn finish_prune(&mut self) {
+        if self.ctx.prune_failures.is_empty() {
+            self.ctx.prune_ok = Some(true);
+            return if self.ctx.deleting {
+                self.deletion_done()
+            } else {
+                self.applied_ok(Outcome::AppliedAndPruned)
+            };
+        }
+        self.ctx.prune_ok = Some(false);
+        let msg = prune::failure_message(&self.ctx.prune_failures);
+        let forbidden = self
+            .ctx
+            .prune_failures
+            .iter()
+            .any(|f| matches!(f.error, ApiError::Forbidden { .. }));
+        let who = self.ctx.identity.as_ref().map(|i| i.user.as_str());
+        self.fail(exits::prune_failure(msg, forbidden, who));
+    }
+}
