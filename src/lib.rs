@@ -76,7 +76,7 @@
 //!
 //! What re-triggers an attempt (a dependency becoming Ready, a new ServiceAccount, a
 //! source's new artifact, SPEC §5, §14, §15) and when a release's metric series are
-//! forgotten is the `triggers` module, shared by the operator and the simulated world.
+//! forgotten is [`triggers`], shared by the operator and the simulated world.
 //! Shared helpers with no section of their own: [`duration`] (Go-style durations),
 //! [`names`] (RFC 1123 names), [`object`] (object identities), [`input`] (inputs and typed
 //! errors).
