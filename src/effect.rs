@@ -21,34 +21,65 @@ use crate::reason::Reason;
 pub enum Effect {
     /// Add `finalizer` to the release (merge patch, guarded against clobbering). Awaited:
     /// `FinalizerAdded`.
-    AddFinalizer { finalizer: String },
+    AddFinalizer {
+        /// The operator's finalizer (SPEC §2), which keeps the release until its deletion
+        /// path has run.
+        finalizer: String,
+    },
     /// Remove `finalizer` from the release. Awaited: `FinalizerRemoved`.
-    RemoveFinalizer { finalizer: String },
+    RemoveFinalizer {
+        /// The finalizer to drop once the deletion path is done, letting the API server
+        /// delete the release.
+        finalizer: String,
+    },
     /// List the releases of both kinds in `namespace` and read every ref in `refs` (as the
     /// operator). Awaited: `DependenciesChecked`.
     CheckDependencies {
+        /// The release's namespace, listed whole so that cycles within it are seen (SPEC §14).
         namespace: String,
+        /// The release's `dependsOn`, defaults filled in, read even in other namespaces.
         refs: Vec<ReleaseKey>,
     },
     /// Read a Flux source (as the operator). Awaited: `SourceResolved`.
-    ResolveSource { source: SourceLocator },
+    ResolveSource {
+        /// The Flux object named by `sourceRef`, with its namespace and API version settled.
+        source: SourceLocator,
+    },
     /// Download, verify against `digest` and unpack the artifact (cached by digest).
     /// Awaited: `ArtifactFetched`.
     FetchArtifact {
+        /// Where the source says the artifact is (http or https only, SPEC §17).
         url: String,
+        /// The source's `sha256:` digest: the download must match it exactly, and the cache
+        /// keeps the artifact under it.
         digest: String,
+        /// The source's revision of the artifact, carried for traces and logs; the download
+        /// does not use it.
         revision: String,
     },
     /// Run `cue export` for the request. Awaited: `Rendered`.
-    Render { request: RenderRequest },
+    Render {
+        /// Which package to evaluate: a module from the registry or a path in an artifact.
+        request: RenderRequest,
+    },
     /// Does ServiceAccount `namespace/name` exist (read as the operator)? Awaited:
     /// `ServiceAccountChecked`.
-    CheckServiceAccount { namespace: String, name: String },
+    CheckServiceAccount {
+        /// The release's namespace, the only place its ServiceAccount may live (SPEC §15).
+        namespace: String,
+        /// The effective ServiceAccount: `spec.serviceAccountName`, else the operator's
+        /// `--default-service-account`.
+        name: String,
+    },
     /// Server-side dry-run apply of each object as `identity`, compared with the live object
     /// on the fields `field_manager` manages. Awaited: `DriftChecked`.
     CheckDrift {
+        /// The rendered objects, labels stamped, whose live state is compared (SPEC §20).
         objects: Vec<DesiredObject>,
+        /// The SSA manager whose fields count: only what the operator applied can drift.
         field_manager: String,
+        /// The effective ServiceAccount to send these requests as; `None`: the operator's own
+        /// identity, allowed only with `--allow-operator-identity` (SPEC §15).
         identity: Option<Impersonation>,
     },
     /// Server-side apply, stage by stage, as `identity`. Within a stage objects may run
@@ -57,33 +88,48 @@ pub enum Effect {
     /// not Established within 60s is reported as that CRD's `Timeout` error.
     /// Awaited: `Applied`.
     Apply {
+        /// The objects to write, grouped so that CRDs and classes exist before their users.
         stages: Vec<ApplyStage>,
+        /// The SSA manager the writes are made as, so later drift checks know our fields.
         field_manager: String,
+        /// Take fields other managers own: `rollout.forceConflicts`, or a drift correction.
         force: bool,
+        /// The effective ServiceAccount to send these requests as; `None`: the operator's own
+        /// identity, allowed only with `--allow-operator-identity` (SPEC §15).
         identity: Option<Impersonation>,
     },
     /// Read each target's labels (from the managed-object watch when it holds the object,
     /// else one GET as `identity`) before its first write, for the ownership check of
     /// SPEC §25. Awaited: `OwnersInspected`.
     InspectOwners {
+        /// Objects about to be written that are not in the release's inventory yet.
         targets: Vec<ResourceId>,
+        /// The identity the GETs are sent as, the same one the apply will use.
         identity: Option<Impersonation>,
     },
     /// GET each target as `identity` and report uid and labels. Awaited: `StaleInspected`.
     InspectStale {
+        /// The stale set, whose live labels the prune guards check first (SPEC §9).
         targets: Vec<ResourceId>,
+        /// The identity the GETs are sent as, the same one the prune will use.
         identity: Option<Impersonation>,
     },
     /// DELETE each object, in order, with a UID precondition, as `identity`, continuing
     /// past errors. Awaited: `Pruned`.
     Prune {
+        /// The objects that passed the guards, in reverse apply order.
         deletions: Vec<Deletion>,
+        /// The effective ServiceAccount to send these requests as; `None`: the operator's own
+        /// identity, allowed only with `--allow-operator-identity` (SPEC §15).
         identity: Option<Impersonation>,
     },
     /// One merge patch to the status subresource. `patch` is the RFC 7386 patch from the
     /// persisted status; `status` is the full result. Awaited: `StatusPatched`.
     PatchStatus {
+        /// What is sent: only the changes from the persisted status (SPEC §10).
         patch: Value,
+        /// The status once the patch lands, read by the interpreter for its Ready state and
+        /// gauges without reading the release again.
         status: Box<ReleaseStatus>,
     },
     /// Wait, on watch events (no polling), until each deleted object is gone: absent, or
@@ -91,30 +137,46 @@ pub enum Effect {
     /// bound, report what is left. Awaited: `TerminationAwaited` (SPEC §12
     /// `WaitForTermination`).
     AwaitTermination {
+        /// The deleted objects with the UIDs they had, so that a successor counts as gone.
         targets: Vec<Deletion>,
+        /// The identity the watches and reads are made as, the one the deletions used.
         identity: Option<Impersonation>,
         /// The attempt's deadline: stop waiting shortly before it and report what is left.
         until: jiff::Timestamp,
     },
     /// Fire and forget: an events.k8s.io/v1 event regarding the release.
-    EmitEvent { event: Event },
+    EmitEvent {
+        /// What to report on the release, for users reading its events.
+        event: Event,
+    },
     /// Fire and forget: a metric sample for the release's series.
-    RecordMetric { metric: Metric },
+    RecordMetric {
+        /// Which series to move and by how much.
+        metric: Metric,
+    },
     /// The attempt is over. `requeue_after` is exact; the interpreter adds ±5 % jitter to
     /// success requeues only. `reason` names the exit (e.g. `ApplyFailed`).
     Done {
+        /// How the attempt ended, as the reconcile metric and logs count it.
         outcome: Outcome,
+        /// Which exit ended it, for logs and traces.
         reason: Reason,
+        /// When to run the next attempt; `None`: only a watch event starts one.
         requeue_after: Option<Duration>,
     },
     /// Read, as `identity`, each `valuesFrom` object of `namespace` in order and, when
     /// `credentials` names one, the `module.secretRef` Secret (SPEC §27). Strings from a
     /// Secret come back as digests (SPEC §23). Awaited: `ValuesRead`.
     ReadValues {
+        /// The release's namespace: `valuesFrom` objects and the secretRef live there.
         namespace: String,
+        /// `spec.valuesFrom`, in the order its values are merged.
         refs: Vec<crate::api::values_from::ValuesReference>,
+        /// The Secret with the registry credentials for the module pull, when there is one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         credentials: Option<String>,
+        /// The effective ServiceAccount to send these requests as; `None`: the operator's own
+        /// identity, allowed only with `--allow-operator-identity` (SPEC §15).
         identity: Option<Impersonation>,
     },
     /// Read each target's JSON (from the managed-object watch when it holds it, else one
@@ -122,7 +184,9 @@ pub enum Effect {
     /// LIST the pods its `spec.selector` selects in its namespace (as `identity`, at most
     /// [`HEALTH_POD_LIMIT`], newest first). Awaited: `HealthRead` (SPEC §26).
     AssessHealth {
+        /// The applied objects and `healthChecks` entries; the answer keeps this order.
         targets: Vec<HealthTarget>,
+        /// The identity for the GETs the watch cannot serve and for the pod LISTs.
         identity: Option<Impersonation>,
     },
 }
@@ -134,6 +198,7 @@ pub const HEALTH_POD_LIMIT: usize = 5;
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthTarget {
+    /// An applied object, or one a `healthChecks` entry names.
     pub id: ResourceId,
     /// Also read its newest pods: it has been waiting long enough, or it failed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -144,24 +209,43 @@ pub struct HealthTarget {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "camelCase")]
 pub enum EffectKind {
+    /// The finalizer write before the first change to a release.
     AddFinalizer,
+    /// The finalizer removal that ends a deletion.
     RemoveFinalizer,
+    /// The read of the releases a release depends on.
     CheckDependencies,
+    /// The read of a Release's Flux source.
     ResolveSource,
+    /// The download of a Release's artifact.
     FetchArtifact,
+    /// The `cue export` run.
     Render,
+    /// The check that the identity to impersonate exists.
     CheckServiceAccount,
+    /// The dry-run comparison with live objects.
     CheckDrift,
+    /// The server-side apply of the render.
     Apply,
+    /// The ownership read before a first write.
     InspectOwners,
+    /// The read of stale objects before they are pruned.
     InspectStale,
+    /// The deletion (or orphaning) of stale objects.
     Prune,
+    /// The status write.
     PatchStatus,
+    /// An event, sent without waiting.
     EmitEvent,
+    /// A metric sample, recorded without waiting.
     RecordMetric,
+    /// The end of the attempt.
     Done,
+    /// The read of objects to judge their health.
     AssessHealth,
+    /// The read of `valuesFrom` objects and registry credentials.
     ReadValues,
+    /// The wait for deleted objects to be gone.
     AwaitTermination,
 }
 
@@ -189,6 +273,7 @@ impl EffectKind {
 }
 
 impl Effect {
+    /// This effect without its payload, as fault schedules and batch checks name it.
     pub fn kind(&self) -> EffectKind {
         match self {
             Effect::AddFinalizer { .. } => EffectKind::AddFinalizer,
@@ -251,9 +336,13 @@ impl Effect {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceLocator {
+    /// `sourceRef.apiVersion`, or the Flux v1 default when the release gives none.
     pub api_version: String,
+    /// `OCIRepository`, `GitRepository` or `Bucket`; other kinds stall before the read.
     pub kind: String,
+    /// `sourceRef.namespace`, else the release's own (SPEC §16).
     pub namespace: String,
+    /// The source object's name, from `sourceRef.name`.
     pub name: String,
 }
 
@@ -268,11 +357,16 @@ pub enum RenderRequest {
     /// Synthesise a release package importing `path@version` (package: last path element
     /// without `@vN`), unify with `values` and `#release`, export.
     Module {
+        /// The CUE module import path, e.g. `example.com/modules/web@v0`.
         path: String,
+        /// The exact module version to pull, e.g. `v0.2.1`.
         version: String,
+        /// The merged values (`valuesFrom`, then `spec.values`) to unify with `#config`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         values: Option<Value>,
+        /// The release's name, given to `#release` so the module can name its objects.
         release_name: String,
+        /// The release's namespace, given to `#release` for the objects' namespace.
         release_namespace: String,
         /// `sha256:` of the `module.secretRef` credentials the pull uses (SPEC §27); the
         /// interpreter holds the bytes. The render cache keys on it.
@@ -281,8 +375,11 @@ pub enum RenderRequest {
     },
     /// Export the release package at `path` inside the artifact with `artifact_digest`.
     Artifact {
+        /// The fetched artifact's digest: the key of the artifact cache and the render cache.
         artifact_digest: String,
+        /// Where to download the artifact again if it has left the cache.
         artifact_url: String,
+        /// `spec.path` inside the artifact, the directory holding `release.cue`.
         path: String,
     },
 }
@@ -301,7 +398,9 @@ pub struct ApplyStage {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Impersonation {
+    /// The release's namespace: a release can only act as a ServiceAccount of its own.
     pub namespace: String,
+    /// The effective ServiceAccount's name, from the spec or the operator's default.
     pub service_account: String,
     /// `system:serviceaccount:<ns>:<sa>`, the only impersonation header sent: the API
     /// server adds the ServiceAccount's groups itself, so the operator needs no right to
@@ -314,8 +413,11 @@ pub struct Impersonation {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Deletion {
+    /// The object to delete, or to strip of the release labels when orphaned.
     pub id: ResourceId,
+    /// The object's uid when it was read, the precondition of its deletion.
     pub uid: String,
+    /// Keep the object and drop its release labels: it is annotated `prune: disabled`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub orphan: bool,
 }
@@ -323,7 +425,9 @@ pub struct Deletion {
 /// `Normal` or `Warning`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
+    /// Progress worth a line in the event list: applied, pruned, no-op, suspended.
     Normal,
+    /// A failure or a refusal the user may have to act on.
     Warning,
 }
 
@@ -331,9 +435,13 @@ pub enum EventType {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
+    /// Whether the event reports progress or a problem.
     pub event_type: EventType,
+    /// Why it happened, as in the tables of SPEC §4, §12 and §13.
     pub reason: Reason,
+    /// The step that acted (`Apply`, `Prune`, `Render`, ...), the event's `action`.
     pub action: String,
+    /// The message shown to users; it never carries a secret string (SPEC §23).
     pub note: String,
 }
 
@@ -347,21 +455,38 @@ pub struct Event {
 pub enum Metric {
     /// `opm_controller_reconcile_total{outcome}` +1 and the duration histogram.
     Reconcile {
+        /// The `outcome` label the counter is moved under.
         outcome: Outcome,
+        /// How long the attempt took, observed into the duration histogram.
         duration: Duration,
     },
     /// `opm_controller_apply_resources_total{action}` += each count.
     ApplyResources {
+        /// Objects the apply created.
         created: u64,
+        /// Existing objects the apply changed, recreated ones included.
         updated: u64,
+        /// Objects a dry-run showed as already right, so not written.
         unchanged: u64,
     },
     /// `opm_controller_prune_resources_total` += count.
-    PruneResources { count: u64 },
+    PruneResources {
+        /// Stale objects the prune deleted.
+        count: u64,
+    },
     /// `opm_controller_inventory_size` = count.
-    InventorySize { count: u64 },
+    InventorySize {
+        /// Entries in the inventory the release now holds.
+        count: u64,
+    },
     /// `opm_controller_release_healthy` = 1 when every object is healthy, else 0.
-    ReleaseHealthy { healthy: bool },
+    ReleaseHealthy {
+        /// Every applied and checked object is `Current`.
+        healthy: bool,
+    },
     /// `opm_controller_health_wait_seconds`: from the apply to healthy.
-    HealthWait { duration: Duration },
+    HealthWait {
+        /// Time from the apply to every object healthy.
+        duration: Duration,
+    },
 }

@@ -106,8 +106,6 @@ pub mod deps;
 pub mod digest;
 pub mod drift;
 pub mod duration;
-// missing_docs: docs owed for the effects' fields.
-#[allow(missing_docs)]
 pub mod effect;
 pub mod exits;
 pub mod fairness;
