@@ -16,11 +16,14 @@ use crate::object::{ReleaseKey, ReleaseObject, ResourceId};
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Input {
+    /// When the fact was observed: the core's only clock, so a replay decides the same.
     pub now: Timestamp,
+    /// The fact itself: the observed release, or the answer to one awaited effect.
     pub kind: InputKind,
 }
 
 impl Input {
+    /// Pairs a fact with the time it was observed.
     pub fn new(now: Timestamp, kind: InputKind) -> Self {
         Self { now, kind }
     }
@@ -53,65 +56,107 @@ impl Input {
 pub enum InputKind {
     /// The release as read from the API server; `None` when it no longer exists.
     Observed {
+        /// The release the attempt is for, known even when the object is gone.
         key: ReleaseKey,
+        /// The release as read; `None` ends the attempt at once (SPEC §3 step 1).
         object: Option<Box<ReleaseObject>>,
     },
     /// Answer to `AddFinalizer`.
-    FinalizerAdded { result: Result<(), ApiError> },
+    FinalizerAdded {
+        /// Whether the patch landed; an error ends the attempt with a Warning and a backoff.
+        result: Result<(), ApiError>,
+    },
     /// Answer to `RemoveFinalizer`.
-    FinalizerRemoved { result: Result<(), ApiError> },
+    FinalizerRemoved {
+        /// Whether the patch landed; on success the release is left to the API server.
+        result: Result<(), ApiError>,
+    },
     /// Answer to `CheckDependencies`.
     DependenciesChecked {
+        /// The releases found, or why listing them failed (a transient failure).
         result: Result<DependencyReport, ApiError>,
     },
     /// Answer to `ResolveSource`.
     SourceResolved {
+        /// The artifact the source advertises, or why it cannot be used yet.
         result: Result<SourceArtifact, SourceError>,
     },
     /// Answer to `FetchArtifact`.
     ArtifactFetched {
+        /// The verified, unpacked artifact, or why the download or unpacking failed.
         result: Result<FetchedArtifact, FetchError>,
     },
     /// Answer to `Render`.
     Rendered {
+        /// The exported value with its scope facts, or `cue`'s classified failure.
         result: Result<RenderOutput, RenderError>,
     },
     /// Answer to `CheckServiceAccount`: whether it exists.
-    ServiceAccountChecked { result: Result<bool, ApiError> },
+    ServiceAccountChecked {
+        /// Whether the ServiceAccount exists; `Ok(false)` is an `ImpersonationFailed` stall.
+        result: Result<bool, ApiError>,
+    },
     /// Answer to `CheckDrift`.
-    DriftChecked { report: DriftReport },
+    DriftChecked {
+        /// The drifted objects and the per-object errors of the dry-runs.
+        report: DriftReport,
+    },
     /// Answer to `Apply`.
-    Applied { report: ApplyReport },
+    Applied {
+        /// What the apply did to each object it reached.
+        report: ApplyReport,
+    },
     /// Answer to `InspectOwners`: each target's labels, `Ok(None)` when absent.
-    OwnersInspected { objects: Vec<LiveObject> },
+    OwnersInspected {
+        /// One read per target, whose `uuid` label decides whether it may be written.
+        objects: Vec<LiveObject>,
+    },
     /// Answer to `InspectStale`.
-    StaleInspected { objects: Vec<LiveObject> },
+    StaleInspected {
+        /// One read per stale target, for the prune guards (SPEC §9).
+        objects: Vec<LiveObject>,
+    },
     /// Answer to `Prune`.
-    Pruned { results: Vec<ObjectResult> },
+    Pruned {
+        /// One result per deletion; 404 and a failed UID precondition count as done.
+        results: Vec<ObjectResult>,
+    },
     /// Answer to `PatchStatus`.
-    StatusPatched { result: Result<(), ApiError> },
+    StatusPatched {
+        /// Whether the status write landed; an error backs off with the count kept in memory.
+        result: Result<(), ApiError>,
+    },
     /// Answer to `AwaitTermination`: the objects still there (same UID) when the wait
     /// ended; empty when every one is gone. `error` is set when the watch itself failed.
     TerminationAwaited {
+        /// The objects not gone yet, named in the `PruneFailed` message.
         remaining: Vec<ResourceId>,
+        /// Why the watch broke off, when it did; the deletion is then retried.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ApiError>,
     },
     /// Answer to `ReadValues`: one result per reference, in order, and the credentials.
     ValuesRead {
+        /// Each `valuesFrom` object's content, or why it could not be read, in spec order.
         values: Vec<Result<crate::values_from::ValuesContent, ApiError>>,
+        /// The `module.secretRef` Secret's credentials, when one was asked for.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         credentials: Option<Result<crate::values_from::CredentialsContent, ApiError>>,
     },
     /// Answer to `AssessHealth`: one entry per target, in order.
-    HealthRead { objects: Vec<HealthObject> },
+    HealthRead {
+        /// Each target's live JSON (and pods, when asked for), in request order.
+        objects: Vec<HealthObject>,
+    },
 }
 
 /// One object read for its health: `Ok(None)` when it does not exist.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthObject {
+    /// The object read, as the request named it.
     pub id: ResourceId,
+    /// Its JSON without `managedFields`, the input of the health rules (SPEC §26).
     pub result: Result<Option<Value>, ApiError>,
     /// Its newest pods, when they were asked for (newest first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -153,22 +198,38 @@ impl InputKind {
 pub enum ApiError {
     /// 403.
     #[error("forbidden: {message}")]
-    Forbidden { message: String },
+    Forbidden {
+        /// The server's refusal, naming the identity and the verb it lacked.
+        message: String,
+    },
     /// 404 (for apply: e.g. the namespace does not exist yet).
     #[error("not found: {message}")]
-    NotFound { message: String },
+    NotFound {
+        /// The server's text, naming what does not exist.
+        message: String,
+    },
     /// 409: an SSA field-manager conflict, or a failed precondition.
     #[error("conflict: {message}")]
-    Conflict { message: String },
+    Conflict {
+        /// The server's text, naming the field and its other manager, or the precondition.
+        message: String,
+    },
     /// 422, including immutable-field errors.
     #[error("invalid: {message}")]
-    Invalid { message: String },
+    Invalid {
+        /// The server's text, naming the refused field and why it was refused.
+        message: String,
+    },
     /// 5xx or connection failure.
     #[error("unavailable: {message}")]
-    Unavailable { message: String },
+    Unavailable {
+        /// The server's or the connection's error, shown in the transient condition.
+        message: String,
+    },
     /// 429.
     #[error("too many requests: {message}")]
     TooManyRequests {
+        /// The server's throttling message.
         message: String,
         /// The server's `Retry-After` (`details.retryAfterSeconds`), when it sent one: a
         /// retry waits at least this long (SPEC §24).
@@ -177,17 +238,27 @@ pub enum ApiError {
     },
     /// The request (or a wait such as CRD establishment) ran out of time.
     #[error("timeout: {message}")]
-    Timeout { message: String },
+    Timeout {
+        /// What ran out of time: the request, or the CRD that was not Established.
+        message: String,
+    },
     /// Anything else, with its HTTP status (0 when none).
     #[error("error {code}: {message}")]
-    Other { code: u16, message: String },
+    Other {
+        /// The HTTP status, kept in the message users see; 0 when there was no response.
+        code: u16,
+        /// The server's text, or the client's error when there was no response.
+        message: String,
+    },
 }
 
 /// One release as seen by the dependency check.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct ReleaseSnapshot {
+    /// Which release this is, matched against the requested refs and cycles.
     pub key: ReleaseKey,
+    /// Its `metadata.generation`: Ready counts only once the status has observed it.
     pub generation: i64,
     /// `status.observedGeneration`.
     pub observed_generation: i64,
@@ -204,6 +275,7 @@ pub struct ReleaseSnapshot {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct DependencyReport {
+    /// The releases found; their `dependsOn` lets the core see cycles in the namespace.
     pub releases: Vec<ReleaseSnapshot>,
 }
 
@@ -211,8 +283,11 @@ pub struct DependencyReport {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceArtifact {
+    /// Where to download the artifact (`status.artifact.url`).
     pub url: String,
+    /// The source's revision (e.g. `main@sha1:...`), shown in `status.source`.
     pub revision: String,
+    /// The `sha256:` digest the download must match; the release's source digest.
     pub digest: String,
 }
 
@@ -224,22 +299,33 @@ pub struct SourceArtifact {
     rename_all_fields = "camelCase"
 )]
 pub enum SourceError {
+    /// The source object does not exist: a stall until a watch event on it (SPEC §4).
     #[error("source not found")]
     NotFound,
     /// `Ready` is not `True`; `message` is the source's own Ready message.
     #[error("source not ready: {message}")]
-    NotReady { message: String },
+    NotReady {
+        /// The source's explanation, repeated in the release's condition.
+        message: String,
+    },
+    /// The source advertises no artifact yet: soft-blocked, retried after 30s.
     #[error("source has no artifact")]
     NoArtifact,
+    /// The read itself failed: a transient failure with backoff.
     #[error("reading the source failed: {error}")]
-    Api { error: ApiError },
+    Api {
+        /// Why the API server refused or failed the read.
+        error: ApiError,
+    },
 }
 
 /// A verified, cached artifact.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct FetchedArtifact {
+    /// The digest the artifact was verified against; the core checks it is the source's.
     pub digest: String,
+    /// Bytes the extraction wrote, for traces and logs; the core does not use it.
     pub size: u64,
 }
 
@@ -251,32 +337,59 @@ pub struct FetchedArtifact {
     rename_all_fields = "camelCase"
 )]
 pub enum FetchError {
+    /// The server answered with something other than 200: retried with backoff.
     #[error("HTTP status {status}")]
-    Http { status: u16 },
+    Http {
+        /// The status it answered, shown in the `FetchFailed` message.
+        status: u16,
+    },
+    /// The download did not finish within the fetch timeout: retried with backoff.
     #[error("download timed out")]
     Timeout,
+    /// The server could not be reached: retried with backoff.
     #[error("connection failed: {message}")]
-    Connection { message: String },
+    Connection {
+        /// The client's error (DNS, refused, TLS), shown in the `FetchFailed` message.
+        message: String,
+    },
+    /// The bytes hash to another digest than the source advertised: retried, as the
+    /// source may have moved on meanwhile.
     #[error("digest mismatch: expected {expected}, got {actual}")]
-    DigestMismatch { expected: String, actual: String },
+    DigestMismatch {
+        /// The digest the source advertised.
+        expected: String,
+        /// The digest the downloaded bytes hashed to.
+        actual: String,
+    },
     /// The body broke off, or writing it locally failed: retried.
     #[error("{message}")]
-    Io { message: String },
+    Io {
+        /// What broke off or failed locally, shown in the `FetchFailed` message.
+        message: String,
+    },
     /// Not tar.gz/zip, traversal, escaping or absolute link, hard link, device, FIFO,
     /// unsupported URL scheme or digest algorithm.
     #[error("{message}")]
-    InvalidArtifact { message: String },
+    InvalidArtifact {
+        /// Which entry or property was refused, shown in the `InvalidArtifact` stall.
+        message: String,
+    },
     /// Over the download, extracted-size or entry cap.
     #[error("{message}")]
-    TooLarge { message: String },
+    TooLarge {
+        /// Which cap was passed and by how much, shown in the `InvalidArtifact` stall.
+        message: String,
+    },
 }
 
 /// A Kubernetes kind, by group.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct GroupKind {
+    /// The API group without version; empty for the core group (`ConfigMap`, `Namespace`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub group: String,
+    /// The kind within the group, e.g. `ClusterRole`.
     pub kind: String,
 }
 
@@ -311,50 +424,90 @@ fn is_zero(n: &u64) -> bool {
 pub enum RenderError {
     /// A module or dependency cannot be fetched (unknown version, bad major version).
     #[error("{message}")]
-    Resolution { message: String },
+    Resolution {
+        /// `cue`'s account of what could not be fetched, for the `ResolutionFailed` stall.
+        message: String,
+    },
     /// CUE evaluation failed: values invalid, conflicting values, malformed objects.
     #[error("{message}")]
-    Evaluation { message: String },
+    Evaluation {
+        /// `cue`'s errors (secrets redacted), for the `RenderFailed` stall.
+        message: String,
+    },
     /// Exported `kind` is not `ModuleRelease` (`None`: missing).
     #[error("unsupported kind {kind:?}")]
-    UnsupportedKind { kind: Option<String> },
+    UnsupportedKind {
+        /// The `kind` the package exported instead, shown in the stall's message.
+        kind: Option<String>,
+    },
     /// `spec.path` missing, not a directory, or escaping the artifact.
     #[error("{message}")]
-    PathNotFound { message: String },
+    PathNotFound {
+        /// Why the path was refused, for the `PathNotFound` stall.
+        message: String,
+    },
     /// No `release.cue` at the path.
     #[error("{message}")]
-    ReleaseFileNotFound { message: String },
+    ReleaseFileNotFound {
+        /// Where `release.cue` was looked for, for the `ReleaseFileNotFound` stall.
+        message: String,
+    },
     /// The cached artifact turned out to be unusable.
     #[error("{message}")]
-    InvalidArtifact { message: String },
+    InvalidArtifact {
+        /// What was wrong with it, for the `InvalidArtifact` stall.
+        message: String,
+    },
     /// `cue` exceeded its deadline.
     #[error("{message}")]
-    Timeout { message: String },
+    Timeout {
+        /// What ran out of time, for the transient `RenderFailed` condition.
+        message: String,
+    },
     /// The module registry could not be reached.
     #[error("{message}")]
-    RegistryUnreachable { message: String },
+    RegistryUnreachable {
+        /// `cue`'s connection error, for the transient `RenderFailed` condition.
+        message: String,
+    },
     /// Local failure (temp dir, spawn): retried.
     #[error("{message}")]
-    Io { message: String },
+    Io {
+        /// What failed on the operator's side, for the transient condition.
+        message: String,
+    },
     /// `cue` wrote more than the byte cap; the interpreter stopped reading (and killed it)
     /// once `bytes_at_least` bytes had arrived (SPEC §24 `--max-render-bytes`).
     #[error("exported JSON is more than {bytes_at_least} bytes; the cap is {cap}")]
-    TooLarge { bytes_at_least: u64, cap: u64 },
+    TooLarge {
+        /// How much had arrived when reading stopped: a lower bound, not the full size.
+        bytes_at_least: u64,
+        /// The `--max-render-bytes` in force, named in the stall's message.
+        cap: u64,
+    },
     /// `cue` was stopped by its memory limit (SPEC §24 `--render-memory-limit`).
     #[error("cue ran out of memory under its limit of {limit_bytes} bytes")]
-    OutOfMemory { limit_bytes: u64 },
+    OutOfMemory {
+        /// The `--render-memory-limit` in force, named in the stall's message.
+        limit_bytes: u64,
+    },
     /// The artifact had left the local cache by the time the render needed it, and
     /// downloading it again failed: classified exactly like the fetch step's own failure
     /// (a 503 backs off; only invalid content stalls), SPEC §4.
     #[error("{error}")]
-    Refetch { error: FetchError },
+    Refetch {
+        /// Why downloading it again failed, classified as the fetch step would.
+        error: FetchError,
+    },
 }
 
 /// The result of an operation on one object.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectResult {
+    /// The object the request was about.
     pub id: ResourceId,
+    /// Whether the request succeeded, or the API's classified error.
     pub result: Result<(), ApiError>,
 }
 
@@ -365,6 +518,7 @@ pub struct DriftReport {
     /// Objects whose managed fields differ from the desired state, or that are missing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drifted: Vec<ResourceId>,
+    /// Objects whose dry-run failed; any one makes the drift counter count (SPEC §10).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<ObjectResult>,
     /// Per drifted object, what drifted: the fields (and who changed them), or that the
@@ -377,6 +531,7 @@ pub struct DriftReport {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectDrift {
+    /// The drifted object, one of the report's `drifted`.
     pub id: ResourceId,
     /// The live object is gone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -390,7 +545,9 @@ pub struct ObjectDrift {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub enum ApplyAction {
+    /// The object did not exist; the apply created it.
     Created,
+    /// The object existed and the apply changed it.
     Updated,
     /// A dry-run showed no change; nothing written.
     Unchanged,
@@ -403,7 +560,9 @@ pub enum ApplyAction {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct AppliedObject {
+    /// The object the apply wrote or tried to write.
     pub id: ResourceId,
+    /// What the apply did, or the error the exit is classified from (SPEC §4).
     pub result: Result<ApplyAction, ApiError>,
 }
 
@@ -412,6 +571,7 @@ pub struct AppliedObject {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplyReport {
+    /// One result per object reached, in the order it was applied.
     pub objects: Vec<AppliedObject>,
 }
 
@@ -419,7 +579,9 @@ pub struct ApplyReport {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct LiveMeta {
+    /// The uid read, the precondition of a later DELETE so that a successor is spared.
     pub uid: String,
+    /// Its labels: `managed-by` and the release `uuid` decide whether it is ours.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
 }
@@ -428,20 +590,30 @@ pub struct LiveMeta {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct LiveObject {
+    /// The object read, as the request named it.
     pub id: ResourceId,
+    /// Its uid and labels, or why the read failed.
     pub result: Result<Option<LiveMeta>, ApiError>,
 }
 
 /// Why an input was refused. A refused input changes nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
+    /// The input answers another effect than the one the attempt waits for.
     #[error("input {got} does not answer the awaited effect ({expected})")]
     Unexpected {
+        /// The name of the input the attempt waits for.
         expected: &'static str,
+        /// The name of the input it was given.
         got: &'static str,
     },
+    /// The attempt has emitted `Done`; it takes no more inputs.
     #[error("the attempt is finished; start a new one with an observed input")]
     Finished,
+    /// An attempt was started with something other than the observed release.
     #[error("an attempt must start with an observed input, got {got}")]
-    NotObserved { got: &'static str },
+    NotObserved {
+        /// The name of the input it was started with.
+        got: &'static str,
+    },
 }

@@ -112,8 +112,6 @@ pub mod fairness;
 pub mod fields;
 pub mod health;
 pub mod impersonation;
-// missing_docs: docs owed for the inputs' fields.
-#[allow(missing_docs)]
 pub mod input;
 pub mod inventory;
 pub mod liveness;
