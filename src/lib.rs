@@ -129,8 +129,6 @@ pub mod status;
 pub mod trace;
 pub mod triggers;
 pub mod values_from;
-// missing_docs: owed; the scenario format is moving to sim/ (issue 17).
-#[allow(missing_docs)]
 pub mod world;
 
 pub use config::{AllowOperatorIdentity, Config};

@@ -19,12 +19,16 @@ use crate::input::{FetchError, RenderError, SourceArtifact};
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceId {
+    /// `OCIRepository`, `GitRepository` or `Bucket`, matched against `sourceRef.kind`.
     pub kind: String,
+    /// Where the source lives: `sourceRef.namespace`, or the release's own when that is empty.
     pub namespace: String,
+    /// Matched against `sourceRef.name`.
     pub name: String,
 }
 
 impl SourceId {
+    /// Names a source from borrowed parts, for setup code and tests.
     pub fn new(kind: &str, namespace: &str, name: &str) -> Self {
         Self {
             kind: kind.into(),
@@ -38,10 +42,12 @@ impl SourceId {
 #[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FluxSource {
+    /// Its `Ready` condition is `True`; while false, its releases are soft-blocked (SPEC §4).
     pub ready: bool,
     /// The source's own Ready message when not ready.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// What `status.artifact` advertises; `None` is the source-has-no-artifact case.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<SourceArtifact>,
 }
@@ -53,6 +59,7 @@ pub type Exported = Result<Value, RenderError>;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ArtifactDef {
+    /// The source's revision for this content (e.g. `main@sha1:...`); part of the digest.
     pub revision: String,
     /// Computed from the content when empty.
     #[serde(default)]
@@ -60,6 +67,7 @@ pub struct ArtifactDef {
     /// `http://source-controller.sim/<digest hex>.tar.gz` when empty.
     #[serde(default)]
     pub url: String,
+    /// Bytes the extraction writes, reported by the fetch; 1024 when left at 0.
     #[serde(default)]
     pub size: u64,
     /// Directory (normalised: no `./`, no trailing `/`, root = `.`) → export result.
@@ -99,6 +107,7 @@ impl ArtifactDef {
         self
     }
 
+    /// What a source serving this artifact puts in its `status.artifact`.
     pub fn advertised(&self) -> SourceArtifact {
         SourceArtifact {
             url: self.url.clone(),
@@ -281,6 +290,7 @@ fn substitute_str(s: &str, name: &str, ns: &str, config: &Value) -> Value {
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Catalog {
+    /// The Flux sources by identity, each with the status the operator reads.
     pub sources: BTreeMap<SourceId, FluxSource>,
     /// By digest.
     pub artifacts: BTreeMap<String, ArtifactDef>,
@@ -297,6 +307,7 @@ impl Catalog {
         adv
     }
 
+    /// Publishes `path@version` to the simulated registry, replacing an earlier definition.
     pub fn add_module(&mut self, path: &str, version: &str, def: ModuleDef) {
         self.modules.insert(format!("{path}@{version}"), def);
     }
@@ -306,6 +317,7 @@ impl Catalog {
         self.artifacts.values().find(|a| a.url == url)
     }
 
+    /// What `cue export` gives for a release of `path@version`; unknown ones fail resolution.
     pub fn render_module(
         &self,
         path: &str,
@@ -322,6 +334,7 @@ impl Catalog {
         }
     }
 
+    /// What `cue export` gives for `path` in the cached artifact `digest`, path errors included.
     pub fn render_artifact(&self, digest: &str, path: &str) -> Exported {
         let Some(a) = self.artifacts.get(digest) else {
             return Err(RenderError::InvalidArtifact {

@@ -32,7 +32,9 @@ pub enum Step {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("not settled after {attempts} attempts at {at}: {unsettled:?} ({error:?})")]
 pub struct Stuck {
+    /// Attempts this drive ran before it stopped.
     pub attempts: usize,
+    /// The virtual time it stopped at.
     pub at: Timestamp,
     /// Releases whose last attempt since their last change was not a NoOp (or that have
     /// not been attempted since).

@@ -22,82 +22,125 @@ use super::{ArtifactDef, Fault, FieldPath, Grant, SourceId, World, WorldError};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum WorldEvent {
+    /// A user creates a release; it is due at once.
     CreateRelease {
+        /// The release as a user would apply it; the world assigns its uid and generation.
         object: Box<ReleaseObject>,
     },
     /// An RFC 7386 merge patch to the release's spec.
     EditSpec {
+        /// The release the patch is for.
         key: ReleaseKey,
+        /// Merged into the spec; a patch that leaves an invalid spec is an error.
         patch: Value,
     },
+    /// A user sets `spec.suspend: true`.
     Suspend {
+        /// The release to suspend.
         key: ReleaseKey,
     },
+    /// A user removes `spec.suspend`.
     Resume {
+        /// The release to resume.
         key: ReleaseKey,
     },
     /// Sets (`value: None` removes) an annotation.
     Annotate {
+        /// The release whose annotation changes.
         key: ReleaseKey,
+        /// Which annotation, e.g. `opm.dev/force-delete-orphan`.
         name: String,
+        /// Its new value; `None` removes it.
         value: Option<String>,
     },
     /// `reconcile.opmodel.dev/requestedAt: <token>` (SPEC §1.4).
     RequestReconcile {
+        /// The release to reconcile on demand.
         key: ReleaseKey,
+        /// The new annotation value, which the attempt copies into `lastHandledReconcileAt`.
         token: String,
     },
+    /// A user deletes the release: it gets a `deletionTimestamp`, or goes at once without a
+    /// finalizer.
     Delete {
+        /// The release to delete.
         key: ReleaseKey,
     },
     /// The source now advertises this artifact (and is ready).
     NewArtifact {
+        /// The source that publishes it, created when missing.
         source: SourceId,
+        /// The content; its digest and url are filled in when empty.
         artifact: ArtifactDef,
     },
     /// The source's Ready turns False (its artifact is kept).
     SourceNotReady {
+        /// The source whose readiness is lost.
         source: SourceId,
+        /// Its Ready message, which the releases' conditions repeat.
         message: String,
     },
+    /// A fault is scheduled from now on, after those already there.
     Fault {
+        /// What it hits, when, and with what error.
         fault: Fault,
     },
     /// Every fault is removed.
     ClearFaults,
     /// An external release's Ready condition is set (observedGeneration = generation).
     DependencyReady {
+        /// The external release whose readiness changes.
         key: ReleaseKey,
+        /// Ready `True` (ReconciliationSucceeded) or `False` (Progressing).
         ready: bool,
     },
+    /// A ServiceAccount appears; releases of its namespace waiting for one re-trigger soon after.
     CreateServiceAccount {
+        /// The namespace it is created in, the only one whose releases may use it.
         namespace: String,
+        /// The name `serviceAccountName` or `--default-service-account` refers to it by.
         name: String,
+        /// What impersonating it allows, bound as it is created.
         #[serde(default)]
         grants: Vec<Grant>,
     },
+    /// A ServiceAccount is deleted; its bindings stay, as in Kubernetes.
     DeleteServiceAccount {
+        /// Where the account lives.
         namespace: String,
+        /// Which account goes.
         name: String,
     },
+    /// A binding is added for a ServiceAccount, which need not exist yet.
     Grant {
+        /// The ServiceAccount's namespace, where a grant that is not cluster-wide applies.
         namespace: String,
+        /// The ServiceAccount the binding is for.
         name: String,
+        /// The verbs and kinds it allows, and where.
         grant: Grant,
     },
+    /// Every binding of a ServiceAccount is removed; the account stays.
     RevokeGrants {
+        /// Where the account lives.
         namespace: String,
+        /// Which account loses its bindings.
         name: String,
     },
     /// Another manager writes one field of a managed object (`null` removes it).
     TamperObject {
+        /// The managed object written to.
         id: ResourceId,
+        /// The field manager the write is made as (e.g. `kubectl-edit`); it then owns the field.
         manager: String,
+        /// The field written.
         field: FieldPath,
+        /// Its new value; `null` removes the field.
         value: Value,
     },
     /// Someone deletes a managed object.
     DeleteObject {
+        /// The object removed, with no UID precondition.
         id: ResourceId,
     },
     /// The operator process restarts: the work queue is rebuilt from a full list (every

@@ -29,8 +29,11 @@ use super::{SourceId, World, add};
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RecordedEvent {
+    /// The virtual time it was emitted.
     pub at: Timestamp,
+    /// The release it regards.
     pub key: ReleaseKey,
+    /// The event as the core emitted it.
     pub event: Event,
 }
 
@@ -38,11 +41,15 @@ pub struct RecordedEvent {
 /// release's series go away when the release does.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Metrics {
+    /// `opm_controller_reconcile_total`: attempts by (release, outcome).
     pub reconcile_total: BTreeMap<(ReleaseKey, Outcome), u64>,
+    /// Total attempt time per release: the sum of the duration histogram.
     pub reconcile_duration: BTreeMap<ReleaseKey, Duration>,
     /// By (release, `created`|`updated`|`unchanged`).
     pub apply_resources: BTreeMap<(ReleaseKey, &'static str), u64>,
+    /// `opm_controller_prune_resources_total`: objects pruned per release.
     pub prune_resources: BTreeMap<ReleaseKey, u64>,
+    /// `opm_controller_inventory_size`: the last inventory size reported per release.
     pub inventory_size: BTreeMap<ReleaseKey, u64>,
     /// `opm_controller_release_healthy`.
     pub release_healthy: BTreeMap<ReleaseKey, bool>,

@@ -22,29 +22,39 @@ use super::prng::SplitMix64;
 pub enum FaultError {
     /// A Kubernetes API error (also usable for source reads).
     Api {
+        /// The error the hit effect fails with, mapped for fetches and renders.
         error: ApiError,
     },
+    /// A Flux source failure, for `ResolveSource`.
     Source {
+        /// What the source read reports instead of the artifact.
         error: SourceError,
     },
+    /// A download failure, for `FetchArtifact`.
     Fetch {
+        /// What the fetch reports instead of the artifact.
         error: FetchError,
     },
+    /// A `cue` failure, for `Render`.
     Render {
+        /// What the render reports instead of the exported value.
         error: RenderError,
     },
     /// The effect works but takes this long in virtual time (a deadline overrun becomes
     /// that effect's `Timeout` error, as the interpreter reports it).
     Delay {
+        /// How much virtual time the effect takes.
         duration: Duration,
     },
 }
 
 impl FaultError {
+    /// An API-error fault, the kind most effects can take.
     pub fn api(error: ApiError) -> Self {
         FaultError::Api { error }
     }
 
+    /// A 503, the usual transient fault.
     pub fn unavailable() -> Self {
         FaultError::api(ApiError::Unavailable {
             message: "the server is currently unable to handle the request".into(),
@@ -62,6 +72,7 @@ impl FaultError {
         }
     }
 
+    /// The error as a source failure, for `ResolveSource`; an API error is a failed read.
     pub fn as_source(&self) -> Option<SourceError> {
         match self {
             FaultError::Source { error } => Some(error.clone()),
@@ -72,6 +83,8 @@ impl FaultError {
         }
     }
 
+    /// The error as a download failure, for `FetchArtifact`; an API error becomes the nearest
+    /// download failure.
     pub fn as_fetch(&self) -> Option<FetchError> {
         match self {
             FaultError::Fetch { error } => Some(error.clone()),
@@ -89,6 +102,7 @@ impl FaultError {
         }
     }
 
+    /// The error as a render failure, for `Render`; an API error is an unreachable registry.
     pub fn as_render(&self) -> Option<RenderError> {
         match self {
             FaultError::Render { error } => Some(error.clone()),
@@ -117,7 +131,9 @@ impl FaultError {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Fault {
+    /// The effect kind it hits.
     pub kind: EffectKind,
+    /// What the hit effect answers, or how long it is delayed.
     pub error: FaultError,
     /// Only this release's effects; all releases when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,17 +166,20 @@ impl Fault {
         }
     }
 
+    /// Limits the fault to `from..until` in virtual time.
     pub fn between(mut self, from: Timestamp, until: Timestamp) -> Self {
         self.from = Some(from);
         self.until = Some(until);
         self
     }
 
+    /// Limits the fault to its first `n` hits.
     pub fn times(mut self, n: u32) -> Self {
         self.times = Some(n);
         self
     }
 
+    /// Limits the fault to one release's effects.
     pub fn for_release(mut self, key: ReleaseKey) -> Self {
         self.release = Some(key);
         self
@@ -175,7 +194,9 @@ impl Fault {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("a {error:?} fault cannot hit {kind:?} effects")]
 pub struct FaultMismatch {
+    /// The effect kind the fault named.
     pub kind: EffectKind,
+    /// The error that cannot answer an effect of that kind.
     pub error: FaultError,
 }
 
@@ -187,6 +208,8 @@ pub struct FaultSchedule {
 }
 
 impl FaultSchedule {
+    /// Schedules a fault after the ones already there; refused when its error cannot answer its
+    /// kind.
     pub fn add(&mut self, fault: Fault) -> Result<(), FaultMismatch> {
         if !fault.error.fits(fault.kind) {
             return Err(FaultMismatch {
@@ -203,6 +226,7 @@ impl FaultSchedule {
         self.faults.clear();
     }
 
+    /// The scheduled faults, in the order they are matched.
     pub fn faults(&self) -> impl Iterator<Item = &Fault> {
         self.faults.iter().map(|(f, _)| f)
     }

@@ -20,16 +20,23 @@ use crate::trace::{Recorder, TraceHeader};
 pub struct AttemptLog {
     /// Monotonic attempt number in this world.
     pub id: u64,
+    /// The release the attempt was for.
     pub key: ReleaseKey,
+    /// The virtual time of its `Observed` input.
     pub started_at: Timestamp,
+    /// The virtual time it reached `Done`, after any delay faults.
     pub finished_at: Timestamp,
     /// Inputs fed to the machine.
     pub steps: u32,
     /// The exchange, kept with `Retention::Full` only (empty otherwise).
     pub inputs: Vec<Input>,
+    /// The machine's answer to each input, kept with `Retention::Full` only.
     pub batches: Vec<Vec<Effect>>,
+    /// How the attempt ended, as its `Done` said.
     pub outcome: Option<Outcome>,
+    /// The exit's reason from `Done` (e.g. `ApplyFailed`).
     pub reason: String,
+    /// The requeue `Done` asked for, before any jitter.
     pub requeue_after: Option<Duration>,
     /// The release's persisted status after the attempt (`None` when it is gone).
     pub status: Option<ReleaseStatus>,
@@ -73,6 +80,7 @@ impl AttemptLog {
         r.lines().to_vec()
     }
 
+    /// The attempt's one-line summary, with the `Ready` condition it left.
     pub fn timeline_entry(&self) -> TimelineEntry {
         let ready = self
             .status
@@ -97,12 +105,19 @@ impl AttemptLog {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TimelineEntry {
+    /// The attempt's number, shared with its `AttemptLog`.
     pub id: u64,
+    /// The release the attempt was for.
     pub key: ReleaseKey,
+    /// The virtual time of its `Observed` input.
     pub started_at: Timestamp,
+    /// The virtual time it reached `Done`.
     pub finished_at: Timestamp,
+    /// How the attempt ended, as its `Done` said.
     pub outcome: Option<Outcome>,
+    /// The exit's reason from `Done` (e.g. `ApplyFailed`).
     pub reason: String,
+    /// The requeue `Done` asked for, before any jitter.
     pub requeue_after: Option<Duration>,
     /// `Ready` after the attempt (`True`/`False`/`Unknown`, empty when absent or gone).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -118,9 +133,12 @@ pub struct TimelineEntry {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Trigger {
+    /// The virtual time of the watch event.
     pub at: Timestamp,
     /// Attempts run before it (the id the next attempt gets).
     pub before_attempt: u64,
+    /// The release it made due.
     pub key: ReleaseKey,
+    /// What changed, e.g. `specChanged` or `newArtifact`.
     pub why: String,
 }

@@ -67,14 +67,35 @@ use crate::triggers;
 /// Why the world could not go on. Each names the release whose attempt broke a rule.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum WorldError {
+    /// The machine refused an input the world fed it: the two disagree on what is awaited.
     #[error("{key:?}: the machine refused an input: {error}")]
-    Input { key: ReleaseKey, error: InputError },
+    Input {
+        /// The release whose attempt was being driven.
+        key: ReleaseKey,
+        /// What the machine objected to.
+        error: InputError,
+    },
+    /// A batch broke the drain rule: fire-and-forget effects first, one awaited effect or
+    /// `Done` last.
     #[error("{key:?}: malformed batch: {detail}")]
-    BatchShape { key: ReleaseKey, detail: String },
+    BatchShape {
+        /// The release whose attempt emitted the batch.
+        key: ReleaseKey,
+        /// How the batch broke the rule, e.g. an awaited effect before its end.
+        detail: String,
+    },
+    /// An attempt went past the world's step budget without reaching `Done`.
     #[error("{key:?}: attempt did not finish within {steps} steps")]
-    Runaway { key: ReleaseKey, steps: usize },
+    Runaway {
+        /// The release whose attempt did not end.
+        key: ReleaseKey,
+        /// The inputs fed before the world gave up: its step budget.
+        steps: usize,
+    },
+    /// A scheduled release edit was refused.
     #[error(transparent)]
     Edit(#[from] EditError),
+    /// A scheduled fault cannot hit the effect kind it names.
     #[error(transparent)]
     Fault(#[from] FaultMismatch),
 }
@@ -163,11 +184,13 @@ impl World {
         }
     }
 
+    /// Chooses how much of each attempt to keep: full logs for tests, the timeline for long runs.
     pub fn with_retention(mut self, r: Retention) -> Self {
         self.retention = r;
         self
     }
 
+    /// Turns on the ±5 % jitter of success requeues, drawn from the seeded generator.
     pub fn with_jitter(mut self, on: bool) -> Self {
         self.jitter = on;
         self
@@ -175,30 +198,39 @@ impl World {
 
     // ---- getters -------------------------------------------------------------------
 
+    /// The virtual clock, moved only by the driver to the next due attempt or event.
     pub fn now(&self) -> Timestamp {
         self.now
     }
+    /// The operator configuration every attempt runs with.
     pub fn config(&self) -> &Config {
         &self.cfg
     }
+    /// The managed objects, as the API server would hold them.
     pub fn store(&self) -> &Store {
         &self.store
     }
+    /// Every release object, reconciled and external.
     pub fn releases(&self) -> &Releases {
         &self.releases
     }
+    /// The release object under `key`, as the API server would return it.
     pub fn release(&self, key: &ReleaseKey) -> Option<&ReleaseObject> {
         self.releases.get(key)
     }
+    /// The Flux sources, artifacts and modules the world serves.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
     }
+    /// The ServiceAccounts and what impersonating each allows.
     pub fn rbac(&self) -> &Rbac {
         &self.rbac
     }
+    /// The faults scheduled so far, in the order they match.
     pub fn faults(&self) -> &FaultSchedule {
         &self.faults
     }
+    /// One entry per attempt not yet drained, oldest first.
     pub fn timeline(&self) -> &[TimelineEntry] {
         &self.timeline
     }
@@ -220,6 +252,7 @@ impl World {
     pub fn attempts_run(&self) -> u64 {
         self.drained + self.timeline.len() as u64
     }
+    /// The full attempt logs kept (with `Retention::Full`) and not yet drained.
     pub fn logs(&self) -> &[AttemptLog] {
         &self.logs
     }
@@ -227,6 +260,7 @@ impl World {
     pub fn events(&self) -> &[RecordedEvent] {
         &self.events
     }
+    /// The operator's metrics so far, as the interpreter would export them.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }
@@ -314,6 +348,7 @@ impl World {
         Ok(self.releases.create(object, true, uid, self.now)?)
     }
 
+    /// Schedules a fault; refused when its error cannot hit that effect kind.
     pub fn add_fault(&mut self, fault: Fault) -> Result<(), WorldError> {
         Ok(self.faults.add(fault)?)
     }

@@ -16,9 +16,11 @@ use crate::object::ResourceId;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Verb {
+    /// Read an object (GET), e.g. for ownership, stale or health reads.
     Get,
     /// Create or patch (server-side apply, including dry-run).
     Apply,
+    /// Delete an object, as a prune does (orphaning is an `Apply`).
     Delete,
 }
 
@@ -37,10 +39,12 @@ impl Verb {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Grant {
+    /// What the binding allows on the kinds it covers.
     pub verbs: BTreeSet<Verb>,
     /// `None`: every kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kinds: Option<BTreeSet<GroupKind>>,
+    /// A `ClusterRoleBinding`: every namespace and cluster-scoped kinds, not only its own.
     #[serde(default)]
     pub cluster_wide: bool,
 }
@@ -82,16 +86,19 @@ pub struct Rbac {
 }
 
 impl Rbac {
+    /// Creates the ServiceAccount; bindings made for it earlier take effect.
     pub fn create_account(&mut self, namespace: &str, name: &str) {
         self.accounts
             .insert((namespace.to_string(), name.to_string()));
     }
 
+    /// Deletes the ServiceAccount; its bindings stay, but requests as it are Forbidden.
     pub fn delete_account(&mut self, namespace: &str, name: &str) {
         self.accounts
             .remove(&(namespace.to_string(), name.to_string()));
     }
 
+    /// Whether the ServiceAccount exists, as `CheckServiceAccount` asks.
     pub fn account_exists(&self, namespace: &str, name: &str) -> bool {
         self.accounts
             .contains(&(namespace.to_string(), name.to_string()))
@@ -105,6 +112,7 @@ impl Rbac {
             .push(grant);
     }
 
+    /// Removes every binding of the ServiceAccount; the account stays.
     pub fn revoke_all(&mut self, namespace: &str, name: &str) {
         self.grants
             .remove(&(namespace.to_string(), name.to_string()));

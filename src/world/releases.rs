@@ -68,7 +68,9 @@ fn set_spec(o: &mut ReleaseObject, v: Value) -> Result<(), serde_json::Error> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReleaseRecord {
+    /// The release as the API server holds it, status included.
     pub object: ReleaseObject,
+    /// Someone else reconciles it: never queued, only read by dependency checks.
     #[serde(default)]
     pub external: bool,
 }
@@ -76,10 +78,13 @@ pub struct ReleaseRecord {
 /// Why a release edit was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EditError {
+    /// The release to edit does not exist; the string names it.
     #[error("release {0} not found")]
     NotFound(String),
+    /// A release with that key exists already; the string names it.
     #[error("release {0} already exists")]
     Exists(String),
+    /// The patched spec does not deserialise; the string says why.
     #[error("spec patch produces an invalid spec: {0}")]
     InvalidSpec(String),
 }
@@ -140,18 +145,22 @@ impl Releases {
         }
     }
 
+    /// The release object under `key`, if it exists.
     pub fn get(&self, key: &ReleaseKey) -> Option<&ReleaseObject> {
         self.records.get(key).map(|r| &r.object)
     }
 
+    /// The release under `key` with whether it is external.
     pub fn record(&self, key: &ReleaseKey) -> Option<&ReleaseRecord> {
         self.records.get(key)
     }
 
+    /// Every release's key, in order.
     pub fn keys(&self) -> impl Iterator<Item = &ReleaseKey> {
         self.records.keys()
     }
 
+    /// Every release with its record, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&ReleaseKey, &ReleaseRecord)> {
         self.records.iter()
     }
@@ -252,6 +261,7 @@ impl Releases {
         true
     }
 
+    /// Adds `finalizer` once, as the merge patch would; Forbidden on a deleting release.
     pub fn add_finalizer(&mut self, key: &ReleaseKey, finalizer: &str) -> Result<(), ApiError> {
         let o = self.object_mut(key)?;
         let meta = meta_mut(o);

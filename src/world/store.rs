@@ -24,12 +24,15 @@ use super::prng::SplitMix64;
 /// `sub` is the label/annotation/sub-key, or empty for a scalar top-level field.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct FieldPath {
+    /// `metadata.labels`, `metadata.annotations`, or a top-level key such as `spec`.
     pub top: String,
+    /// The label or annotation key, or the key under `top`; empty for a scalar top-level field.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sub: String,
 }
 
 impl FieldPath {
+    /// Names a field from its two parts.
     pub fn new(top: &str, sub: &str) -> Self {
         Self {
             top: top.to_string(),
@@ -61,6 +64,7 @@ impl Managers {
         Self(vec![manager.to_string()])
     }
 
+    /// Whether `manager` owns the field, alone or shared.
     pub fn contains(&self, manager: &str) -> bool {
         self.0.iter().any(|m| m == manager)
     }
@@ -72,18 +76,22 @@ impl Managers {
         }
     }
 
+    /// Drops `manager`'s ownership (no-op when absent).
     pub fn remove(&mut self, manager: &str) {
         self.0.retain(|m| m != manager);
     }
 
+    /// Drops every manager, when a changed value passes to the applier alone.
     pub fn clear(&mut self) {
         self.0.clear();
     }
 
+    /// Whether no manager owns the field any longer, so that it is removed.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
+    /// How many managers share the field.
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -229,14 +237,18 @@ impl Ord for dyn KeyParts + '_ {
 pub struct StoredObject {
     /// Identity with the API version last written.
     pub id: ResourceId,
+    /// Drawn from the store's generator at creation; what a delete's UID precondition checks.
     pub uid: String,
+    /// Bumped on every write, so that a watch sees the change (SPEC §26).
     pub resource_version: u64,
+    /// The object's content, split into managed fields.
     pub fields: BTreeMap<FieldPath, Value>,
     /// Managers of each field; a field is never without one.
     pub owners: BTreeMap<FieldPath, Managers>,
 }
 
 impl StoredObject {
+    /// Its labels as strings, for the ownership and prune guards.
     pub fn labels(&self) -> BTreeMap<String, String> {
         self.fields
             .iter()
@@ -245,6 +257,7 @@ impl StoredObject {
             .collect()
     }
 
+    /// One label's value, if it is set.
     pub fn label(&self, key: &str) -> Option<&str> {
         self.fields
             .get(&FieldPath::new(LABELS, key))
@@ -337,6 +350,8 @@ pub struct Store {
 }
 
 impl Store {
+    /// An empty cluster with the built-in cluster-scoped kinds and immutable fields; `seed` drives
+    /// its uids.
     pub fn new(seed: u64) -> Self {
         let cluster_scoped = BUILTIN_CLUSTER_SCOPED
             .iter()
@@ -362,6 +377,7 @@ impl Store {
         }
     }
 
+    /// Whether objects of this kind have no namespace.
     pub fn is_cluster_scoped(&self, group: &str, kind: &str) -> bool {
         // Kinds differ more often (and in length) than groups: cheaper to reject first.
         self.cluster_scoped
@@ -369,18 +385,22 @@ impl Store {
             .any(|gk| gk.kind == kind && gk.group == group)
     }
 
+    /// The cluster-scoped kinds, as a render reports them to the core.
     pub fn cluster_scoped(&self) -> Vec<GroupKind> {
         self.cluster_scoped.iter().cloned().collect()
     }
 
+    /// Makes a kind cluster-scoped, as installing a cluster-scoped CRD does.
     pub fn add_cluster_scoped(&mut self, gk: GroupKind) {
         self.cluster_scoped.insert(gk);
     }
 
+    /// Makes a field of a kind immutable: changing it is refused as `Invalid`.
     pub fn add_immutable(&mut self, kind: &str, field: FieldPath) {
         self.immutable.insert((kind.to_string(), field));
     }
 
+    /// The live object with this identity, whatever its API version.
     pub fn get(&self, id: &ResourceId) -> Option<&StoredObject> {
         self.objects.get(id as &dyn KeyParts)
     }
@@ -392,14 +412,17 @@ impl Store {
         all.into_iter().map(|(_, o)| o)
     }
 
+    /// How many objects are stored.
     pub fn len(&self) -> usize {
         self.objects.len()
     }
 
+    /// Whether no object is stored.
     pub fn is_empty(&self) -> bool {
         self.objects.is_empty()
     }
 
+    /// Whether the Namespace object exists, which namespaced writes need.
     pub fn namespace_exists(&self, ns: &str) -> bool {
         self.objects.contains_key(&(
             String::new(),
