@@ -44,17 +44,8 @@ impl EventSink {
     }
 }
 
-/// Cuts `s` to at most `max` bytes on a character boundary.
-pub(crate) fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
-}
+/// Messages are cut as the core cuts condition messages (one rule for both).
+pub(crate) use opm_core::conditions::truncate;
 
 #[cfg(test)]
 mod tests {
