@@ -34,7 +34,10 @@ def svg_name(table, n):
 
 def limits_text(meta, table, runs):
     if table.endswith("-tuned"):
-        return f"both controllers at client QPS {meta['qps']} / burst {meta['burst']}"
+        text = f"both controllers at client QPS {meta['qps']} / burst {meta['burst']}"
+        if meta.get("opm_args"):
+            text += ", opm-operator also with " + " ".join(f"`{a}`" for a in meta["opm_args"])
+        return text
     shipped = {}
     for run in runs:
         for s in run["systems"]:
@@ -46,7 +49,10 @@ def limits_text(meta, table, runs):
             lim = shipped[key]
             qps = "unlimited (0)" if lim.get("qps") == 0 else lim.get("qps")
             parts.append(f"{name} QPS {qps} / burst {lim.get('burst')}")
-    return "every controller with its shipped client defaults (no flag: " + "; ".join(parts) + ")"
+    text = "every controller with its shipped client defaults (no flag: " + "; ".join(parts) + ")"
+    if meta.get("opm_args"):
+        text += ", opm-operator also with " + " ".join(f"`{a}`" for a in meta["opm_args"])
+    return text
 
 
 def title(meta, table, runs):

@@ -123,6 +123,7 @@ pub mod ownership;
 pub mod policy;
 pub mod prune;
 pub mod reason;
+pub mod render_ahead;
 pub mod render_value;
 pub mod source;
 pub mod status;

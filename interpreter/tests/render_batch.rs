@@ -273,3 +273,114 @@ async fn other_versions_and_credentials_never_share_a_run() {
         );
     }
 }
+
+/// A fixed list of releases to render ahead, each offered once.
+struct FixedAhead(std::sync::Mutex<Vec<(Value, ReleaseIdentity)>>);
+
+impl opm_operator::cue::render::Ahead for FixedAhead {
+    fn candidates(&self, _module: &ModuleRef, n: usize) -> Vec<(Value, ReleaseIdentity)> {
+        let mut list = self.0.lock().unwrap();
+        let n = n.min(list.len());
+        list.drain(..n).collect()
+    }
+}
+
+fn ahead(ids: std::ops::Range<usize>, bad: Option<usize>) -> Arc<FixedAhead> {
+    let list = ids
+        .map(|i| {
+            let v = if Some(i) == bad {
+                json!({"replicas": 0})
+            } else {
+                values(i)
+            };
+            (v, id(i))
+        })
+        .collect();
+    Arc::new(FixedAhead(std::sync::Mutex::new(list)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_attempt_renders_others_ahead_and_they_find_their_own_bytes_cached() {
+    let reg = Registry::start();
+    reg.publish("v0.2.1");
+    let cache = tempfile::tempdir().unwrap();
+    let r = renderer(&reg, cache.path(), 8);
+    r.render_ahead_from(ahead(1..20, None));
+    let first = render_all(
+        &r,
+        &ShutGate::new(),
+        &[(module("v0.2.1"), values(0), id(0), None)],
+    )
+    .await;
+    assert!(first[0].is_ok());
+    // One run: the attempt and 7 releases ahead (the batch's room).
+    assert_eq!(runs(&r), (1, 1, 1, 0));
+    assert_eq!(r.stats().ahead.load(Ordering::Relaxed), 7);
+    let alone = renderer(&reg, cache.path(), 1);
+    for i in 1..8 {
+        let gate = ShutGate::new();
+        gate.open(1);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let got = r
+            .render_module_fair(&module("v0.2.1"), &values(i), &id(i), None, &gate, deadline)
+            .await
+            .unwrap();
+        let want = alone
+            .render_module_cached(&module("v0.2.1"), &values(i), &id(i))
+            .await
+            .unwrap();
+        assert_eq!(got.exported, want.exported, "release {i}: its own bytes");
+        assert_eq!(
+            gate.given.load(Ordering::Relaxed),
+            0,
+            "a cache hit takes no turn"
+        );
+    }
+    assert_eq!(runs(&r).0, 1, "no run for the releases rendered ahead");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_release_rendered_ahead_costs_the_attempt_one_batch_and_is_not_taken_again() {
+    let reg = Registry::start();
+    reg.publish("v0.2.1");
+    let cache = tempfile::tempdir().unwrap();
+    let r = renderer(&reg, cache.path(), 4);
+    let list = ahead(1..10, Some(2));
+    r.render_ahead_from(list.clone());
+    let out = render_all(
+        &r,
+        &ShutGate::new(),
+        &[(module("v0.2.1"), values(0), id(0), None)],
+    )
+    .await;
+    let alone = renderer(&reg, cache.path(), 1);
+    let want = alone
+        .render_module_cached(&module("v0.2.1"), &values(0), &id(0))
+        .await
+        .unwrap();
+    assert_eq!(
+        out[0].as_ref().unwrap().exported,
+        want.exported,
+        "the attempt's own bytes"
+    );
+    // The batch (the attempt and 1, 2, 3 ahead) failed; the attempt rendered alone.
+    assert_eq!(runs(&r), (2, 1, 0, 1));
+    assert_eq!(r.stats().ahead.load(Ordering::Relaxed), 0);
+    // The bad one, offered again, renders alone: it fails alone with its own error.
+    list.0
+        .lock()
+        .unwrap()
+        .insert(0, (json!({"replicas": 0}), id(2)));
+    let out = render_all(
+        &r,
+        &ShutGate::new(),
+        &[(module("v0.2.1"), values(4), id(4), None)],
+    )
+    .await;
+    assert!(out[0].is_ok());
+    assert_eq!(
+        r.stats().ahead.load(Ordering::Relaxed),
+        3,
+        "4 rendered with 5, 6, 7 ahead, not 2"
+    );
+}

@@ -162,19 +162,16 @@ impl Attempt {
         let SourceSpec::Module { module, .. } = &self.ctx.spec else {
             return;
         };
-        let (path, version) = (module.path.clone(), module.version.clone());
+        let request = crate::render_ahead::module_request(
+            module,
+            values,
+            &self.ctx.key.name,
+            &self.ctx.key.namespace,
+            credentials,
+        );
         self.ctx.step = "render";
         self.phase = Phase::Rendering;
-        self.out.push(Effect::Render {
-            request: RenderRequest::Module {
-                path,
-                version,
-                values,
-                release_name: self.ctx.key.name.clone(),
-                release_namespace: self.ctx.key.namespace.clone(),
-                credentials,
-            },
-        });
+        self.out.push(Effect::Render { request });
     }
 
     pub(super) fn on_source(&mut self, result: Result<SourceArtifact, SourceError>) {

@@ -119,6 +119,9 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
         per_namespace = limits.per_namespace,
         "attempt slots per kind"
     );
+    rt.local
+        .renderer
+        .render_ahead_from(Arc::new(super::ahead::StoreAhead::new(mr_reader.clone())));
     let ctx = Arc::new(Ctx {
         rt: rt.clone(),
         mr_store: mr_reader.clone(),

@@ -2,6 +2,7 @@
 //! one attempt of the core.
 
 // `controller::controller`: the folder holds more than the controllers themselves.
+mod ahead;
 mod context;
 #[allow(clippy::module_inception)]
 pub mod controller;

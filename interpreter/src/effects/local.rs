@@ -125,7 +125,7 @@ impl Local {
 
 /// A module request's reference, values and release identity; refused when it wants
 /// registry credentials the attempt does not hold.
-fn module_parts(
+pub(crate) fn module_parts(
     request: &RenderRequest,
     has_credentials: bool,
 ) -> Result<(ModuleRef, Value, ReleaseIdentity), CoreRender> {

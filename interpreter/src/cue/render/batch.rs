@@ -313,7 +313,8 @@ impl super::Renderer {
         rx.await.unwrap_or(Reply::Alone)
     }
 
-    /// Runs a sealed batch (in the caller's turn) and answers every member still waiting.
+    /// Runs a sealed batch (in the caller's turn), with releases rendered ahead where it
+    /// has room ([`super::ahead`]), and answers every member still waiting.
     async fn run_batch(
         &self,
         module: &ModuleRef,
@@ -324,7 +325,19 @@ impl super::Renderer {
             .into_iter()
             .filter(|m| !m.reply.is_closed())
             .collect();
-        if members.len() == 1 {
+        if members.is_empty() {
+            return;
+        }
+        // Credentials belong to the attempts that hold them: nothing rides along.
+        let ahead = match credentials {
+            None => {
+                let taken: Vec<_> = members.iter().map(|m| &m.identity).collect();
+                let room = self.config.max_batch.saturating_sub(members.len());
+                self.ahead_members(module, &taken, room).await
+            }
+            Some(_) => Vec::new(),
+        };
+        if members.len() == 1 && ahead.is_empty() {
             // A batch of one is that release's own run: its answer, error or not.
             let m = members.remove(0);
             let files = synthesise_release(module, &m.values, &m.identity);
@@ -338,24 +351,27 @@ impl super::Renderer {
             let _ = m.reply.send(Reply::Done(out));
             return;
         }
-        if members.is_empty() {
-            return;
-        }
         let timeout = batch_timeout(self.config.timeout, &members, Instant::now());
-        let pairs: Vec<_> = members.iter().map(|m| (&m.values, &m.identity)).collect();
+        let pairs: Vec<_> = members
+            .iter()
+            .map(|m| (&m.values, &m.identity))
+            .chain(ahead.iter().map(|a| (&a.values, &a.identity)))
+            .collect();
         let out = match synthesise_batch(module, &pairs) {
             Ok(files) => self.export_files(&files, credentials, timeout).await,
             Err(e) => Err(e),
         };
         self.stats.batch_runs.fetch_add(1, Relaxed);
         let parts = match out {
-            Ok(out) => split_batch(&out, members.len()).ok_or(RenderError::InvalidOutput {
+            Ok(out) => split_batch(&out, pairs.len()).ok_or(RenderError::InvalidOutput {
                 message: "batch output does not split into its members".into(),
             }),
             Err(e) => Err(e),
         };
         match parts {
-            Ok(parts) => {
+            Ok(mut parts) => {
+                let ahead_parts = parts.split_off(members.len());
+                self.keep_ahead(ahead, ahead_parts);
                 self.stats.batched.fetch_add(parts.len() as u64, Relaxed);
                 for (m, part) in members.into_iter().zip(parts) {
                     let _ = m.reply.send(Reply::Done(Ok(part)));
@@ -363,7 +379,8 @@ impl super::Renderer {
             }
             Err(e) => {
                 self.stats.batch_fallbacks.fetch_add(1, Relaxed);
-                tracing::debug!(module = %module.path, version = %module.version, members = members.len(), error = %e, "batch render failed: each member renders alone");
+                tracing::debug!(module = %module.path, version = %module.version, members = members.len(), ahead = ahead.len(), error = %e, "batch render failed: each member renders alone");
+                self.drop_ahead(ahead);
                 for m in members {
                     let _ = m.reply.send(Reply::Alone);
                 }

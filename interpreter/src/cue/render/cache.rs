@@ -108,6 +108,11 @@ impl Renderer {
         Ok(rendered)
     }
 
+    /// Whether `key` is cached (not counted as a hit).
+    pub(super) fn cache_contains(&self, key: &RenderKey) -> bool {
+        self.lock_cache().contains_key(key)
+    }
+
     /// Number of cached renders.
     pub fn cached_renders(&self) -> usize {
         self.lock_cache().len()

@@ -21,6 +21,7 @@ use crate::cue::module_ref::{ModuleRef, ReleaseIdentity, synthesise_release};
 pub use crate::cue::render_error::RenderError;
 pub use crate::cue::rendered::Rendered;
 
+pub mod ahead;
 pub mod batch;
 #[cfg(test)]
 mod batch_tests;
@@ -31,6 +32,7 @@ pub mod split;
 #[cfg(test)]
 mod tests;
 
+pub use ahead::Ahead;
 pub use batch::{RenderGate, Ungated};
 use cache::RenderCache;
 pub use cache::RenderKey;
@@ -110,6 +112,8 @@ pub struct RenderStats {
     pub batched: AtomicU64,
     /// Batch runs that failed, after which each member rendered alone.
     pub batch_fallbacks: AtomicU64,
+    /// Releases rendered ahead of their attempts and cached ([`ahead`]).
+    pub ahead: AtomicU64,
 }
 
 /// Runs `cue` and caches successful renders.
@@ -126,6 +130,9 @@ pub struct Renderer {
     running: AtomicU64,
     /// Open batches of module renders and the releases that render alone.
     batches: batch::Batches,
+    /// Where batches with room find releases to render ahead ([`ahead`]); none: no
+    /// rendering ahead.
+    ahead: std::sync::OnceLock<Arc<dyn Ahead>>,
 }
 
 impl std::fmt::Debug for Renderer {
@@ -149,6 +156,7 @@ impl Renderer {
             tick: 0.into(),
             stats: RenderStats::default(),
             batches: batch::Batches::default(),
+            ahead: std::sync::OnceLock::new(),
         }
     }
 
