@@ -593,7 +593,8 @@ impl Store {
         live.owners.iter().any(|(f, set)| {
             let have = path(f);
             while wanted.next_if(|w| **w < have).is_some() {}
-            set.contains(manager) && wanted.peek().is_none_or(|w| **w != have)
+            // The cheap test first: most owned fields are still wanted.
+            wanted.peek().is_none_or(|w| **w != have) && set.contains(manager)
         })
     }
 
