@@ -135,6 +135,23 @@ impl Metrics {
     }
 }
 
+/// The length of `value` serialised as compact JSON, as `cue export` would report it,
+/// counted without building the text: every render of every attempt asks for it.
+fn serialized_len(value: &Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    serde_json::to_writer(&mut n, value).map_or(0, |()| n.0)
+}
+
 /// Per-attempt executor state.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Current {
@@ -529,7 +546,7 @@ impl World {
             }
         }
         Ok(RenderOutput {
-            bytes: serde_json::to_vec(&value).map_or(0, |b| b.len() as u64),
+            bytes: serialized_len(&value),
             value,
             cluster_scoped: cluster_scoped.into_iter().collect(),
         })

@@ -133,10 +133,15 @@ pub(super) fn fields_of(manifest: &Value) -> BTreeMap<FieldPath, Value> {
         .collect()
 }
 
-/// [`fields_of`] borrowing from the manifest, each path as `(top, sub)`, which sorts
-/// exactly as [`FieldPath`] does: comparisons (drift checks) need no copy of anything.
-fn field_refs(manifest: &Value) -> BTreeMap<(&str, &str), &Value> {
-    let mut out = BTreeMap::new();
+/// A field path borrowed from a manifest, as `(top, sub)`: sorts exactly as [`FieldPath`].
+type FieldRef<'a> = (&'a str, &'a str);
+
+/// [`fields_of`] borrowing from the manifest, sorted by path, each path once (the last
+/// one written wins, as a map insert would): comparisons (drift checks) need no copy of
+/// anything. A vector sorted once rather than a B-tree built node by node: this runs for
+/// every object of every attempt, and the manifest's maps already iterate in order.
+fn field_refs(manifest: &Value) -> Vec<(FieldRef<'_>, &Value)> {
+    let mut out = Vec::new();
     let Some(obj) = manifest.as_object() else {
         return out;
     };
@@ -144,7 +149,7 @@ fn field_refs(manifest: &Value) -> BTreeMap<(&str, &str), &Value> {
         for (top, key) in [(LABELS, "labels"), (ANNOTATIONS, "annotations")] {
             if let Some(map) = meta.get(key).and_then(Value::as_object) {
                 for (k, v) in map {
-                    out.insert((top, k.as_str()), v);
+                    out.push(((top, k.as_str()), v));
                 }
             }
         }
@@ -156,15 +161,22 @@ fn field_refs(manifest: &Value) -> BTreeMap<(&str, &str), &Value> {
         match v {
             Value::Object(sub) if !sub.is_empty() => {
                 for (sk, sv) in sub {
-                    out.insert((k.as_str(), sk.as_str()), sv);
+                    out.push(((k.as_str(), sk.as_str()), sv));
                 }
             }
-            other => {
-                out.insert((k.as_str(), ""), other);
-            }
+            other => out.push(((k.as_str(), ""), other)),
         }
     }
-    out
+    // Stable, so equal paths keep their order; then keep the last of each run.
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut deduped: Vec<(FieldRef<'_>, &Value)> = Vec::with_capacity(out.len());
+    for (path, v) in out {
+        match deduped.last_mut() {
+            Some(last) if last.0 == path => last.1 = v,
+            _ => deduped.push((path, v)),
+        }
+    }
+    deduped
 }
 
 /// Storage key: (group, kind, namespace, name). The version is not part of identity.
@@ -577,11 +589,12 @@ impl Store {
         if changed {
             return true;
         }
-        let mut wanted = desired.keys().peekable();
+        let mut wanted = desired.iter().map(|(w, _)| w).peekable();
         live.owners.iter().any(|(f, set)| {
             let have = path(f);
             while wanted.next_if(|w| **w < have).is_some() {}
-            set.contains(manager) && wanted.peek().is_none_or(|w| **w != have)
+            // The cheap test first: most owned fields are still wanted.
+            wanted.peek().is_none_or(|w| **w != have) && set.contains(manager)
         })
     }
 
