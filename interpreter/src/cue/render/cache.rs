@@ -1,7 +1,6 @@
 //! The render cache (DESIGN §2): exported JSON by render inputs, least recently used first
 //! out, so an unchanged release is answered without a `cue` run.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -14,7 +13,7 @@ use crate::cue::module_ref::{ModuleRef, ReleaseIdentity};
 /// Bytes of exported JSON the render cache keeps (least recently used first out): a
 /// thousand ModuleReleases of a small module take a few MB, so every unchanged release of
 /// a large fleet is answered without a `cue` run.
-const RENDER_CACHE_BYTES: usize = 32 * 1024 * 1024;
+pub(super) const RENDER_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Identifies a render by its inputs (DESIGN §2): same inputs, same output, no CUE run.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,9 +28,62 @@ pub struct RenderKey {
     pub cue_version: String,
 }
 
-/// Exported JSON by render inputs, with the tick of its last use.
+/// Exported JSON by render inputs, least recently used first out once over its bytes.
+///
+/// Every operation is O(1) in the number of cached renders: the byte total is kept as a
+/// running sum and the LRU order by the `lru` crate, so an attempt costs the same in a
+/// fleet of 100 and of 10 000 (a sum and scan per insert did not).
 /// `Arc<Vec<u8>>`, not `Arc<[u8]>`: the output of `cue` is kept without a second copy.
-pub(super) type RenderCache = BTreeMap<RenderKey, (Arc<Vec<u8>>, u64)>;
+pub(super) struct RenderCache {
+    entries: lru::LruCache<RenderKey, Arc<Vec<u8>>>,
+    bytes: usize,
+    max_bytes: usize,
+}
+
+impl RenderCache {
+    /// An empty cache that keeps at most `max_bytes` of output (and always the newest).
+    pub(super) fn new(max_bytes: usize) -> Self {
+        Self {
+            entries: lru::LruCache::unbounded(),
+            bytes: 0,
+            max_bytes,
+        }
+    }
+
+    /// The bytes of `key`, now the most recently used.
+    fn get(&mut self, key: &RenderKey) -> Option<Arc<Vec<u8>>> {
+        self.entries.get(key).cloned()
+    }
+
+    /// Caches `bytes` under `key` and drops the least recently used renders while over the
+    /// limit; the render just put is never dropped.
+    fn put(&mut self, key: RenderKey, bytes: Arc<Vec<u8>>) {
+        self.bytes += bytes.len();
+        if let Some(old) = self.entries.put(key, bytes) {
+            self.bytes -= old.len();
+        }
+        while self.bytes > self.max_bytes && self.entries.len() > 1 {
+            match self.entries.pop_lru() {
+                Some((_, old)) => self.bytes -= old.len(),
+                None => break,
+            }
+        }
+    }
+
+    fn contains(&self, key: &RenderKey) -> bool {
+        self.entries.contains(key)
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Bytes of output held.
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
 
 impl Renderer {
     /// The key of a module render. A published module version is immutable, so the module
@@ -76,10 +128,7 @@ impl Renderer {
 
     /// A cached render of `key`, counted as a hit.
     pub(super) fn cache_get(&self, key: &RenderKey) -> Option<Result<Arc<Rendered>, RenderError>> {
-        let hit = self.lock_cache().get_mut(key).map(|(bytes, used)| {
-            *used = self.tick.fetch_add(1, Relaxed);
-            bytes.clone()
-        })?;
+        let hit = self.lock_cache().get(key)?;
         self.stats.cache_hits.fetch_add(1, Relaxed);
         Some(Rendered::from_json(&hit).map(Arc::new))
     }
@@ -92,25 +141,13 @@ impl Renderer {
         bytes: Vec<u8>,
     ) -> Result<Arc<Rendered>, RenderError> {
         let rendered = Arc::new(Rendered::from_json(&bytes)?);
-        let mut cache = self.lock_cache();
-        cache.insert(key, (Arc::new(bytes), self.tick.fetch_add(1, Relaxed)));
-        let mut total: usize = cache.values().map(|(b, _)| b.len()).sum();
-        while total > RENDER_CACHE_BYTES && cache.len() > 1 {
-            let oldest = cache
-                .iter()
-                .min_by_key(|(_, (_, t))| *t)
-                .map(|(k, _)| k.clone());
-            match oldest.and_then(|k| cache.remove(&k)) {
-                Some((b, _)) => total -= b.len(),
-                None => break,
-            }
-        }
+        self.lock_cache().put(key, Arc::new(bytes));
         Ok(rendered)
     }
 
     /// Whether `key` is cached (not counted as a hit).
     pub(super) fn cache_contains(&self, key: &RenderKey) -> bool {
-        self.lock_cache().contains_key(key)
+        self.lock_cache().contains(key)
     }
 
     /// Number of cached renders.
@@ -120,5 +157,48 @@ impl Renderer {
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, RenderCache> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: usize) -> RenderKey {
+        RenderKey {
+            source_digest: "module:m@v0.1.0".into(),
+            config_digest: format!("sha256:{n}"),
+            path: ".".into(),
+            cue_version: "v0.17.1".into(),
+        }
+    }
+
+    #[test]
+    fn least_recently_used_goes_first_and_bytes_stay_under_the_limit() {
+        let mut cache = RenderCache::new(30);
+        for n in 0..3 {
+            cache.put(key(n), Arc::new(vec![0; 10]));
+        }
+        assert_eq!(cache.bytes(), 30);
+        // Using 0 makes 1 the oldest.
+        assert!(cache.get(&key(0)).is_some());
+        cache.put(key(3), Arc::new(vec![0; 10]));
+        assert!(
+            !cache.contains(&key(1)),
+            "the least recently used render stays"
+        );
+        assert!(cache.contains(&key(0)) && cache.contains(&key(2)) && cache.contains(&key(3)));
+        assert_eq!((cache.len(), cache.bytes()), (3, 30));
+    }
+
+    #[test]
+    fn replacing_a_key_counts_its_bytes_once_and_an_oversized_render_is_kept_alone() {
+        let mut cache = RenderCache::new(30);
+        cache.put(key(0), Arc::new(vec![0; 10]));
+        cache.put(key(0), Arc::new(vec![0; 20]));
+        assert_eq!((cache.len(), cache.bytes()), (1, 20));
+        cache.put(key(1), Arc::new(vec![0; 100]));
+        assert_eq!((cache.len(), cache.bytes()), (1, 100));
+        assert!(cache.contains(&key(1)));
     }
 }

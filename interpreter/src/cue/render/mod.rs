@@ -6,7 +6,6 @@
 //! - `cache`: the render cache by [`RenderKey`];
 //! - [`batch`] and `split`: many renders of one module version in one `cue` run (issue 18).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::AtomicU64;
@@ -34,8 +33,8 @@ mod tests;
 
 pub use ahead::Ahead;
 pub use batch::{RenderGate, Ungated};
-use cache::RenderCache;
 pub use cache::RenderKey;
+use cache::{RENDER_CACHE_BYTES, RenderCache};
 pub use classify::classify_stderr;
 use classify::first_lines;
 
@@ -120,10 +119,8 @@ pub struct RenderStats {
 pub struct Renderer {
     config: RenderConfig,
     cue_version: OnceCell<String>,
-    /// The exported JSON by inputs (kept as bytes: a third of the parsed value's size), with
-    /// the tick of its last use.
+    /// The exported JSON by inputs (kept as bytes: a third of the parsed value's size).
     cache: Mutex<RenderCache>,
-    tick: AtomicU64,
     stats: RenderStats,
     /// Turns of `cue` (SPEC §24 `--max-concurrent-renders`); waiting renders queue here.
     turns: tokio::sync::Semaphore,
@@ -152,8 +149,7 @@ impl Renderer {
             running: 0.into(),
             config,
             cue_version: OnceCell::new(),
-            cache: Mutex::new(BTreeMap::new()),
-            tick: 0.into(),
+            cache: Mutex::new(RenderCache::new(RENDER_CACHE_BYTES)),
             stats: RenderStats::default(),
             batches: batch::Batches::default(),
             ahead: std::sync::OnceLock::new(),
