@@ -142,7 +142,9 @@ async fn wait_for_crds(
         let waited = tokio::time::timeout(ESTABLISH_DEADLINE, async {
             loop {
                 match crds.get_opt(&obj.id.name).await {
-                    Ok(Some(crd)) if established(&crd) => return Ok(()),
+                    Ok(Some(crd)) if established(&crd) && served(&ctx.operator, &crd).await => {
+                        return Ok(());
+                    }
                     Ok(_) => {}
                     Err(e) => return Err(api_error::from_kube(&e)),
                 }
@@ -164,6 +166,22 @@ async fn wait_for_crds(
             }
         }
     }
+}
+
+/// Whether every served version of `crd` is in discovery. `Established` can come before
+/// the API server routes the new resource: an apply of its first object right after it
+/// was seen to fail with `404 page not found` on a loaded machine. Discovery is fed by the
+/// same CRD informer as the router, so waiting for it closes that window.
+async fn served(client: &kube::Client, crd: &CustomResourceDefinition) -> bool {
+    let plural = &crd.spec.names.plural;
+    for version in crd.spec.versions.iter().filter(|v| v.served) {
+        let group_version = format!("{}/{}", crd.spec.group, version.name);
+        match client.list_api_group_resources(&group_version).await {
+            Ok(list) if list.resources.iter().any(|r| &r.name == plural) => {}
+            _ => return false,
+        }
+    }
+    true
 }
 
 fn established(crd: &CustomResourceDefinition) -> bool {
