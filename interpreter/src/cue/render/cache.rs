@@ -185,7 +185,7 @@ mod tests {
         cache.put(key(3), Arc::new(vec![0; 10]));
         assert!(
             !cache.contains(&key(1)),
-            "the least recently used render stays"
+            "the least recently used render goes first"
         );
         assert!(cache.contains(&key(0)) && cache.contains(&key(2)) && cache.contains(&key(3)));
         assert_eq!((cache.len(), cache.bytes()), (3, 30));
