@@ -185,29 +185,60 @@ fn log_result<T: std::fmt::Debug, E: std::fmt::Display>(r: Result<T, E>) {
 
 async fn reconcile_mr(obj: Arc<ModuleRelease>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
     let gate = ctx.mr_gate.clone();
-    admitted(&gate, ReleaseObject::ModuleRelease((*obj).clone()), ctx).await
+    let key = release_key(Kind::ModuleRelease, obj.meta());
+    let store = ctx.mr_store.clone();
+    admitted(&gate, key, ctx, move || {
+        ReleaseObject::ModuleRelease((*newest(&store, obj)).clone())
+    })
+    .await
 }
 
 async fn reconcile_rel(obj: Arc<Release>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
     let gate = ctx.rel_gate.clone();
-    admitted(&gate, ReleaseObject::Release((*obj).clone()), ctx).await
+    let key = release_key(Kind::Release, obj.meta());
+    let store = ctx.rel_store.clone();
+    admitted(&gate, key, ctx, move || {
+        ReleaseObject::Release((*newest(&store, obj)).clone())
+    })
+    .await
+}
+
+/// The store's copy of `obj` now (it may have changed while the attempt waited), or `obj`
+/// when the store no longer holds it.
+fn newest<K>(store: &Store<K>, obj: Arc<K>) -> Arc<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.get(&ObjectRef::from_obj(&*obj)).unwrap_or(obj)
+}
+
+fn release_key(kind: Kind, meta: &ObjectMeta) -> ReleaseKey {
+    ReleaseKey {
+        kind,
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+    }
 }
 
 /// Waits for a fair slot, then runs the attempt. A shutdown while waiting drops the wait
 /// (the attempt never started; the next process picks the release up). A panic anywhere
 /// in the attempt fails only this attempt: it is retried with backoff, and the process
 /// and the other attempts go on.
+///
+/// The store's copy of the release is taken (`stored`) only once admitted: while the
+/// whole fleet waits at start-up, a waiter holds the store's shared `Arc` rather than a
+/// copy of its own, and the copy it then takes is the store's newest ([`newest`]).
 async fn admitted(
     gate: &Arc<Admission>,
-    stored: ReleaseObject,
+    key: ReleaseKey,
     ctx: Arc<Ctx>,
+    stored: impl FnOnce() -> ReleaseObject,
 ) -> Result<Action, DriverError> {
-    let key = stored.key();
     let slot = tokio::select! {
         slot = gate.acquire(&key.namespace) => slot,
         () = ctx.shutdown.clone() => return Ok(Action::await_change()),
     };
-    let result = contain_panics(&key, reconcile(stored, ctx.clone())).await;
+    let result = contain_panics(&key, reconcile(stored(), ctx.clone())).await;
     drop(slot);
     let mut errors = ctx.errors.lock().unwrap_or_else(|p| p.into_inner());
     if result.is_ok() {
@@ -240,11 +271,7 @@ fn error_policy<K: Resource<DynamicType = ()>>(
     ctx: Arc<Ctx>,
 ) -> Action {
     let n = opm_core::Kind::parse(&K::kind(&()))
-        .map(|kind| ReleaseKey {
-            kind,
-            namespace: obj.meta().namespace.clone().unwrap_or_default(),
-            name: obj.meta().name.clone().unwrap_or_default(),
-        })
+        .map(|kind| release_key(kind, obj.meta()))
         .and_then(|key| {
             let errors = ctx.errors.lock().unwrap_or_else(|p| p.into_inner());
             errors.get(&key).copied()
@@ -293,10 +320,6 @@ fn depends_on(kind: Kind, meta: &ObjectMeta, refs: &[DependencyRef], dep: &Relea
     if refs.is_empty() {
         return false;
     }
-    let own = ReleaseKey {
-        kind,
-        namespace: meta.namespace.clone().unwrap_or_default(),
-        name: meta.name.clone().unwrap_or_default(),
-    };
+    let own = release_key(kind, meta);
     opm_core::deps::depends_on(&own, refs, dep)
 }
