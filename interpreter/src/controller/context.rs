@@ -29,6 +29,9 @@ pub(super) struct Ctx {
     /// Per-kind fair gates (`--concurrency`, `--max-concurrent-per-namespace`).
     pub(super) mr_gate: Arc<Admission>,
     pub(super) rel_gate: Arc<Admission>,
+    /// Per-kind indexes of the releases with a `dependsOn` (what a Ready re-triggers).
+    pub(super) mr_dependents: Arc<super::dependents::Dependents>,
+    pub(super) rel_dependents: Arc<super::dependents::Dependents>,
     /// Attempts that failed outside the core, consecutively, per release: drives the
     /// backoff of `error_policy`.
     pub(super) errors: Mutex<HashMap<ReleaseKey, i64>>,

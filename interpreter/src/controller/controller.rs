@@ -7,12 +7,14 @@
 //! of its own.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::collections::hash_map::DefaultHasher;
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::channel::mpsc;
 use futures::future::FutureExt;
@@ -30,6 +32,8 @@ use serde::de::DeserializeOwned;
 
 use super::context::{Ctx, heartbeat};
 use super::panics::contain_panics;
+use super::dependents::Dependents;
+use super::queue::{Attempts, Runner};
 use crate::controller::driver::{self, DriverError, Runtime};
 use crate::ops::admission::Admission;
 
@@ -78,6 +82,7 @@ fn release_stream<K>(
     rt: &Runtime,
     settings: &Settings,
     name: &'static str,
+    dependents: (&Arc<Dependents>, Kind, fn(&K) -> &[DependencyRef]),
 ) -> (
     Store<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + use<K>,
@@ -92,6 +97,7 @@ where
     )
     .default_backoff()
     .map(heartbeat(&rt.health, name))
+    .map(dependents.0.follow(dependents.1, dependents.2))
     .modify(drop_managed_fields)
     .reflect(writer)
     .applied_objects()
@@ -102,8 +108,22 @@ where
 /// Runs both controllers until `shutdown` resolves; in-flight attempts finish first.
 pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
     let health = rt.health.clone();
-    let (mr_reader, mr_stream) = release_stream::<ModuleRelease>(&rt, &settings, "ModuleRelease");
-    let (rel_reader, rel_stream) = release_stream::<Release>(&rt, &settings, "Release");
+    let mr_dependents = Arc::new(Dependents::default());
+    let rel_dependents = Arc::new(Dependents::default());
+    let (mr_reader, mr_stream) = release_stream::<ModuleRelease>(
+        &rt,
+        &settings,
+        "ModuleRelease",
+        (&mr_dependents, Kind::ModuleRelease, |r| {
+            &r.spec.common.depends_on
+        }),
+    );
+    let (rel_reader, rel_stream) = release_stream::<Release>(
+        &rt,
+        &settings,
+        "Release",
+        (&rel_dependents, Kind::Release, |r| &r.spec.common.depends_on),
+    );
     let (mr_tx, mr_rx) = mpsc::unbounded();
     let (rel_tx, rel_rx) = mpsc::unbounded();
     let limits = Limits::with_default_per_namespace(
@@ -130,30 +150,47 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
         rel_tx,
         mr_gate,
         rel_gate,
+        mr_dependents,
+        rel_dependents,
         errors: Mutex::new(HashMap::new()),
         shutdown: shutdown.clone(),
     });
 
-    // Unbounded here: the admission gates bound attempts, fairly across namespaces
-    // (kube-runtime still runs at most one attempt per release at a time).
+    // The reconcilers only queue (they never wait), so kube-runtime's own limit stays off;
+    // the queues run the attempts behind the fair gates.
+    let mr_queue = Attempts::new(
+        ctx.mr_gate.clone(),
+        runner(&ctx, Kind::ModuleRelease),
+        shutdown.clone(),
+    );
+    let rel_queue = Attempts::new(
+        ctx.rel_gate.clone(),
+        runner(&ctx, Kind::Release),
+        shutdown.clone(),
+    );
     let config = kube::runtime::Config::default().concurrency(0);
     let mr = Controller::for_stream(mr_stream, mr_reader)
         .with_config(config.clone())
         .reconcile_on(mr_rx)
         .graceful_shutdown_on(shutdown.clone())
-        .run(reconcile_mr, error_policy, ctx.clone())
+        .run(reconcile_mr, no_errors, mr_queue.clone())
         .for_each(|r| async move { log_result(r) })
         .then(ended(&health, "ModuleRelease", shutdown.clone()));
     let rel = Controller::for_stream(rel_stream, rel_reader)
         .with_config(config)
         .reconcile_on(rel_rx)
         .graceful_shutdown_on(shutdown.clone())
-        .run(reconcile_rel, error_policy, ctx.clone())
+        .run(reconcile_rel, no_errors, rel_queue.clone())
         .for_each(|r| async move { log_result(r) })
         .then(ended(&health, "Release", shutdown.clone()));
 
     let watches = super::watches::spawn(&ctx).await;
     futures::join!(mr, rel);
+    // At shutdown, in-flight attempts finish first (waiting and sleeping releases end
+    // without running); a loop that ended by itself ends the process as before.
+    if shutdown.peek().is_some() {
+        futures::join!(mr_queue.drained(), rel_queue.drained());
+    }
     for w in watches {
         w.abort();
     }
@@ -183,148 +220,107 @@ fn log_result<T: std::fmt::Debug, E: std::fmt::Display>(r: Result<T, E>) {
     }
 }
 
-async fn reconcile_mr(obj: Arc<ModuleRelease>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
-    let gate = ctx.mr_gate.clone();
-    let key = release_key(Kind::ModuleRelease, obj.meta());
-    let store = ctx.mr_store.clone();
-    admitted(&gate, key, ctx, move || {
-        ReleaseObject::ModuleRelease((*newest(&store, obj)).clone())
+/// kube-runtime's reconcile: hands the release to its kind's queue and returns at once
+/// ([`super::queue`] says why the attempt does not run here).
+async fn reconcile_mr(obj: Arc<ModuleRelease>, q: Arc<Attempts>) -> Result<Action, Infallible> {
+    q.trigger(release_key(Kind::ModuleRelease, obj.meta()));
+    Ok(Action::await_change())
+}
+
+async fn reconcile_rel(obj: Arc<Release>, q: Arc<Attempts>) -> Result<Action, Infallible> {
+    q.trigger(release_key(Kind::Release, obj.meta()));
+    Ok(Action::await_change())
+}
+
+/// Never called: the reconcilers above cannot fail.
+fn no_errors<K>(_: Arc<K>, e: &Infallible, _: Arc<Attempts>) -> Action {
+    match *e {}
+}
+
+/// The runner of a kind's queue: one attempt of the release, from the store's newest copy.
+fn runner(ctx: &Arc<Ctx>, kind: Kind) -> Runner {
+    let ctx = ctx.clone();
+    Arc::new(move |key: ReleaseKey| {
+        let ctx = ctx.clone();
+        async move {
+            // Taken only once admitted: the store's newest, not the copy of the trigger.
+            let stored = match kind {
+                Kind::ModuleRelease => ctx
+                    .mr_store
+                    .get(&ObjectRef::new(&key.name).within(&key.namespace))
+                    .map(|r| ReleaseObject::ModuleRelease((*r).clone())),
+                Kind::Release => ctx
+                    .rel_store
+                    .get(&ObjectRef::new(&key.name).within(&key.namespace))
+                    .map(|r| ReleaseObject::Release((*r).clone())),
+            };
+            let Some(stored) = stored else {
+                // Deleted (and its finalizer gone) since it was queued.
+                lock_errors(&ctx).remove(&key);
+                return None;
+            };
+            attempt(stored, ctx).await
+        }
+        .boxed()
     })
-    .await
 }
 
-async fn reconcile_rel(obj: Arc<Release>, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
-    let gate = ctx.rel_gate.clone();
-    let key = release_key(Kind::Release, obj.meta());
-    let store = ctx.rel_store.clone();
-    admitted(&gate, key, ctx, move || {
-        ReleaseObject::Release((*newest(&store, obj)).clone())
-    })
-    .await
+fn lock_errors(ctx: &Ctx) -> std::sync::MutexGuard<'_, HashMap<ReleaseKey, i64>> {
+    ctx.errors.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The store's copy of `obj` now (it may have changed while the attempt waited), or `obj`
-/// when the store no longer holds it.
-fn newest<K>(store: &Store<K>, obj: Arc<K>) -> Arc<K>
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    store.get(&ObjectRef::from_obj(&*obj)).unwrap_or(obj)
-}
-
-fn release_key(kind: Kind, meta: &ObjectMeta) -> ReleaseKey {
-    ReleaseKey {
-        kind,
-        namespace: meta.namespace.clone().unwrap_or_default(),
-        name: meta.name.clone().unwrap_or_default(),
+/// Runs the attempt and says when to run it again. A panic anywhere in it fails only this
+/// attempt. An attempt that failed outside the core (read error, protocol error, panic) is
+/// retried with the §5 backoff of its consecutive such failures (5s, 10s … 5m), kept in
+/// memory.
+async fn attempt(stored: ReleaseObject, ctx: Arc<Ctx>) -> Option<Duration> {
+    let key = stored.key();
+    // Boxed: the attempt's state machine is large, and a queue task holds it only while
+    // it runs.
+    let result = Box::pin(contain_panics(&key, reconcile(stored, ctx.clone()))).await;
+    let mut errors = lock_errors(&ctx);
+    match result {
+        Ok(next) => {
+            errors.remove(&key);
+            next
+        }
+        Err(err) => {
+            let n = errors.entry(key).or_insert(0);
+            *n += 1;
+            let delay = opm_core::backoff::compute_backoff(*n);
+            tracing::warn!(
+                error = %err,
+                kind = err.metric_label(),
+                retry_in = ?delay,
+                "attempt could not run; retrying"
+            );
+            Some(delay)
+        }
     }
-}
-
-/// Waits for a fair slot, then runs the attempt. A shutdown while waiting drops the wait
-/// (the attempt never started; the next process picks the release up). A panic anywhere
-/// in the attempt fails only this attempt: it is retried with backoff, and the process
-/// and the other attempts go on.
-///
-/// The store's copy of the release is taken (`stored`) only once admitted: while the
-/// whole fleet waits at start-up, a waiter holds the store's shared `Arc` rather than a
-/// copy of its own, and the copy it then takes is the store's newest ([`newest`]).
-async fn admitted(
-    gate: &Arc<Admission>,
-    key: ReleaseKey,
-    ctx: Arc<Ctx>,
-    stored: impl FnOnce() -> ReleaseObject,
-) -> Result<Action, DriverError> {
-    let slot = tokio::select! {
-        slot = gate.acquire(&key.namespace) => slot,
-        () = ctx.shutdown.clone() => return Ok(Action::await_change()),
-    };
-    // Boxed: kube-runtime spawns every triggered reconcile as a task at once (its own
-    // limit is off, see `run`), and a task is as large as its future. Inline, the attempt's
-    // state machine made each waiting task ~19 KB (113 MB of the 186 MB heap peak of a
-    // 3 000-release converge, heaptrack); boxed, a waiter holds only the wait.
-    let attempt = Box::pin(contain_panics(&key, reconcile(stored(), ctx.clone())));
-    let result = attempt.await;
-    drop(slot);
-    let mut errors = ctx.errors.lock().unwrap_or_else(|p| p.into_inner());
-    if result.is_ok() {
-        errors.remove(&key);
-    } else {
-        *errors.entry(key).or_insert(0) += 1;
-    }
-    result
 }
 
 /// One attempt, starting from the store's copy of the release (the driver reads it again
 /// when the copy may predate our own last write).
-async fn reconcile(stored: ReleaseObject, ctx: Arc<Ctx>) -> Result<Action, DriverError> {
+async fn reconcile(stored: ReleaseObject, ctx: Arc<Ctx>) -> Result<Option<Duration>, DriverError> {
     let key = stored.key();
     let finished = driver::run_attempt_from(&ctx.rt, &key, Some(stored)).await?;
     if finished.turned_ready {
         trigger_dependents(&ctx, &key);
     }
-    Ok(match finished.requeue_after {
-        Some(d) => Action::requeue(d),
-        None => Action::await_change(),
-    })
-}
-
-/// An attempt that failed outside the core (read error, protocol error, panic) is retried
-/// with the §5 backoff of its consecutive such failures (5s, 10s … 5m), kept in memory.
-fn error_policy<K: Resource<DynamicType = ()>>(
-    obj: Arc<K>,
-    err: &DriverError,
-    ctx: Arc<Ctx>,
-) -> Action {
-    let n = opm_core::Kind::parse(&K::kind(&()))
-        .map(|kind| release_key(kind, obj.meta()))
-        .and_then(|key| {
-            let errors = ctx.errors.lock().unwrap_or_else(|p| p.into_inner());
-            errors.get(&key).copied()
-        })
-        .unwrap_or(1);
-    let delay = opm_core::backoff::compute_backoff(n);
-    tracing::warn!(
-        error = %err,
-        kind = err.metric_label(),
-        retry_in = ?delay,
-        "attempt could not run; retrying"
-    );
-    Action::requeue(delay)
+    Ok(finished.requeue_after)
 }
 
 /// A release turned Ready ([`triggers::retriggers_dependents`]): re-trigger every release
-/// (either kind) that depends on it. Runs once per release becoming Ready, over every
-/// release in the stores: releases without `dependsOn` are skipped before anything is
-/// allocated (at a thousand releases cloning all of them each time cost seconds of CPU
-/// during a rollout).
+/// (either kind) that depends on it, from the indexes of those with a `dependsOn`.
 fn trigger_dependents(ctx: &Ctx, dep: &ReleaseKey) {
-    for mr in ctx.mr_store.state() {
-        if depends_on(
-            Kind::ModuleRelease,
-            &mr.metadata,
-            &mr.spec.common.depends_on,
-            dep,
-        ) {
-            let _ = ctx.mr_tx.unbounded_send(ObjectRef::from_obj(&*mr));
-        }
+    for key in ctx.mr_dependents.of(dep) {
+        let _ = ctx
+            .mr_tx
+            .unbounded_send(ObjectRef::new(&key.name).within(&key.namespace));
     }
-    for rel in ctx.rel_store.state() {
-        if depends_on(
-            Kind::Release,
-            &rel.metadata,
-            &rel.spec.common.depends_on,
-            dep,
-        ) {
-            let _ = ctx.rel_tx.unbounded_send(ObjectRef::from_obj(&*rel));
-        }
+    for key in ctx.rel_dependents.of(dep) {
+        let _ = ctx
+            .rel_tx
+            .unbounded_send(ObjectRef::new(&key.name).within(&key.namespace));
     }
-}
-
-/// Whether the release of `kind` with this metadata and `dependsOn` depends on `dep`.
-fn depends_on(kind: Kind, meta: &ObjectMeta, refs: &[DependencyRef], dep: &ReleaseKey) -> bool {
-    if refs.is_empty() {
-        return false;
-    }
-    let own = release_key(kind, meta);
-    opm_core::deps::depends_on(&own, refs, dep)
 }

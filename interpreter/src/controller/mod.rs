@@ -4,10 +4,12 @@
 // `controller::controller`: the folder holds more than the controllers themselves.
 mod ahead;
 mod context;
+mod dependents;
 #[allow(clippy::module_inception)]
 pub mod controller;
 pub mod driver;
 pub(crate) mod jitter;
 mod panics;
+mod queue;
 pub(crate) mod values_watch;
 mod watches;
