@@ -35,7 +35,6 @@ pub(super) struct Ctx {
     /// Attempts that failed outside the core, consecutively, per release: drives the
     /// backoff of `error_policy`.
     pub(super) errors: Mutex<HashMap<ReleaseKey, i64>>,
-    pub(super) shutdown: Shutdown,
 }
 
 /// Feeds a watch stream's items to the `/healthz` heartbeats.

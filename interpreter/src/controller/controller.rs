@@ -7,8 +7,8 @@
 //! of its own.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::collections::hash_map::DefaultHasher;
+use std::convert::Infallible;
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::{Hash, Hasher};
@@ -31,8 +31,8 @@ use opm_core::{Kind, ReleaseKey, ReleaseObject, triggers};
 use serde::de::DeserializeOwned;
 
 use super::context::{Ctx, heartbeat};
-use super::panics::contain_panics;
 use super::dependents::Dependents;
+use super::panics::contain_panics;
 use super::queue::{Attempts, Runner};
 use crate::controller::driver::{self, DriverError, Runtime};
 use crate::ops::admission::Admission;
@@ -122,7 +122,9 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
         &rt,
         &settings,
         "Release",
-        (&rel_dependents, Kind::Release, |r| &r.spec.common.depends_on),
+        (&rel_dependents, Kind::Release, |r| {
+            &r.spec.common.depends_on
+        }),
     );
     let (mr_tx, mr_rx) = mpsc::unbounded();
     let (rel_tx, rel_rx) = mpsc::unbounded();
@@ -153,7 +155,6 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
         mr_dependents,
         rel_dependents,
         errors: Mutex::new(HashMap::new()),
-        shutdown: shutdown.clone(),
     });
 
     // The reconcilers only queue (they never wait), so kube-runtime's own limit stays off;
@@ -230,6 +231,14 @@ async fn reconcile_mr(obj: Arc<ModuleRelease>, q: Arc<Attempts>) -> Result<Actio
 async fn reconcile_rel(obj: Arc<Release>, q: Arc<Attempts>) -> Result<Action, Infallible> {
     q.trigger(release_key(Kind::Release, obj.meta()));
     Ok(Action::await_change())
+}
+
+fn release_key(kind: Kind, meta: &ObjectMeta) -> ReleaseKey {
+    ReleaseKey {
+        kind,
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+    }
 }
 
 /// Never called: the reconcilers above cannot fail.

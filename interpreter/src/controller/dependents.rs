@@ -121,7 +121,9 @@ mod tests {
     }
 
     fn feed(d: &Dependents, event: Event<Release>) {
-        d.observe(Kind::Release, &event, |r: &Release| &r.spec.common.depends_on);
+        d.observe(Kind::Release, &event, |r: &Release| {
+            &r.spec.common.depends_on
+        });
     }
 
     #[test]

@@ -4,9 +4,9 @@
 // `controller::controller`: the folder holds more than the controllers themselves.
 mod ahead;
 mod context;
-mod dependents;
 #[allow(clippy::module_inception)]
 pub mod controller;
+mod dependents;
 pub mod driver;
 pub(crate) mod jitter;
 mod panics;

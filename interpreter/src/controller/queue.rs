@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use futures::FutureExt;
 use futures::future::BoxFuture;
 use opm_core::ReleaseKey;
 use tokio::sync::watch;
@@ -98,7 +99,13 @@ impl Attempts {
 
     /// Waits for a slot and runs the attempt, again while it was re-triggered meanwhile;
     /// then sleeps until the requeue it asked for, or forgets the release.
-    async fn activate(self: Arc<Self>, key: ReleaseKey) {
+    ///
+    /// Boxed (here and in [`Self::sleep`]): each starts the other.
+    fn activate(self: Arc<Self>, key: ReleaseKey) -> BoxFuture<'static, ()> {
+        async move { self.activate_now(key).await }.boxed()
+    }
+
+    async fn activate_now(self: Arc<Self>, key: ReleaseKey) {
         loop {
             let slot = tokio::select! {
                 slot = self.gate.acquire(&key.namespace) => slot,
@@ -124,8 +131,8 @@ impl Attempts {
                 Some(delay) if self.shutdown.peek().is_none() => {
                     let token = entries.next_token;
                     entries.next_token += 1;
-                    let timer = tokio::spawn(self.clone().sleep(key.clone(), token, delay))
-                        .abort_handle();
+                    let timer =
+                        tokio::spawn(self.clone().sleep(key.clone(), token, delay)).abort_handle();
                     entries.states.insert(key, State::Sleeping { token, timer });
                 }
                 _ => {
@@ -138,7 +145,16 @@ impl Attempts {
 
     /// The timer of a requeue: when it is still the release's current one, the release
     /// waits for a slot again.
-    async fn sleep(self: Arc<Self>, key: ReleaseKey, token: u64, delay: Duration) {
+    fn sleep(
+        self: Arc<Self>,
+        key: ReleaseKey,
+        token: u64,
+        delay: Duration,
+    ) -> BoxFuture<'static, ()> {
+        async move { self.sleep_now(key, token, delay).await }.boxed()
+    }
+
+    async fn sleep_now(self: Arc<Self>, key: ReleaseKey, token: u64, delay: Duration) {
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
             () = self.shutdown.clone() => return,
@@ -173,7 +189,6 @@ impl Attempts {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use futures::FutureExt;
     use opm_core::Kind;
     use opm_core::fairness::Limits;
     use tokio::sync::{Notify, oneshot};
@@ -204,32 +219,39 @@ mod tests {
         (tx, super::super::controller::shutdown_on(rx.map(|_| ())))
     }
 
-    /// A runner that counts attempts, holds each until `release` is notified, and asks
-    /// for `next` afterwards.
+    /// A runner that counts attempts, holds each until `release` is notified, and then
+    /// asks for the next of `next` (the last one repeats).
     struct Probe {
         runs: AtomicUsize,
         release: Notify,
         started: Notify,
+        next: Mutex<Vec<Option<Duration>>>,
     }
 
-    fn runner(probe: Arc<Probe>, next: Option<Duration>) -> Runner {
+    fn runner(probe: Arc<Probe>) -> Runner {
         Arc::new(move |_key| {
             let probe = probe.clone();
             async move {
                 probe.runs.fetch_add(1, Ordering::SeqCst);
                 probe.started.notify_one();
                 probe.release.notified().await;
-                next
+                let mut next = probe.next.lock().unwrap();
+                if next.len() > 1 {
+                    next.remove(0)
+                } else {
+                    next[0]
+                }
             }
             .boxed()
         })
     }
 
-    fn probe() -> Arc<Probe> {
+    fn probe(next: &[Option<Duration>]) -> Arc<Probe> {
         Arc::new(Probe {
             runs: AtomicUsize::new(0),
             release: Notify::new(),
             started: Notify::new(),
+            next: Mutex::new(next.to_vec()),
         })
     }
 
@@ -242,8 +264,8 @@ mod tests {
     #[tokio::test]
     async fn triggers_while_waiting_are_one_attempt_and_while_running_one_more() {
         let (_keep, shutdown) = never();
-        let p = probe();
-        let q = Attempts::new(gate(1), runner(p.clone(), None), shutdown);
+        let p = probe(&[None]);
+        let q = Attempts::new(gate(1), runner(p.clone()), shutdown);
         q.trigger(key("r"));
         q.trigger(key("r"));
         p.started.notified().await;
@@ -260,53 +282,59 @@ mod tests {
         assert_eq!(q.tracked(), 0, "an attempt without a requeue is forgotten");
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_requeue_runs_after_its_delay_and_a_trigger_replaces_it() {
         let (_keep, shutdown) = never();
-        let p = probe();
-        let q = Attempts::new(gate(1), runner(p.clone(), Some(Duration::from_secs(60))), shutdown);
+        let ms = Duration::from_millis;
+        // First attempt: again in 50 ms; second: in 300 ms; then not before an hour.
+        let p = probe(&[Some(ms(50)), Some(ms(300)), Some(Duration::from_secs(3600))]);
+        let q = Attempts::new(gate(1), runner(p.clone()), shutdown);
         q.trigger(key("r"));
         p.started.notified().await;
         p.release.notify_one();
-        settle().await;
-        assert_eq!(q.tracked(), 1, "sleeping until its requeue");
-        tokio::time::advance(Duration::from_secs(59)).await;
-        settle().await;
-        assert_eq!(p.runs.load(Ordering::SeqCst), 1);
-        tokio::time::advance(Duration::from_secs(2)).await;
+        // The requeue runs by itself.
         p.started.notified().await;
         assert_eq!(p.runs.load(Ordering::SeqCst), 2, "the requeue ran");
         p.release.notify_one();
         settle().await;
+        assert_eq!(q.tracked(), 1, "sleeping until its 300 ms requeue");
 
-        // A trigger during the next sleep runs at once, and the old timer is dropped.
-        tokio::time::advance(Duration::from_secs(30)).await;
+        // A trigger during that sleep runs at once; its attempt asks for an hour, and the
+        // 300 ms timer it replaced never runs.
         q.trigger(key("r"));
         p.started.notified().await;
         assert_eq!(p.runs.load(Ordering::SeqCst), 3);
         p.release.notify_one();
-        settle().await;
-        // The dropped timer would have fired 30 s from here; the new one fires at 60 s.
-        tokio::time::advance(Duration::from_secs(45)).await;
-        settle().await;
-        assert_eq!(p.runs.load(Ordering::SeqCst), 3, "the replaced requeue did not run");
-        tokio::time::advance(Duration::from_secs(20)).await;
-        p.started.notified().await;
-        assert_eq!(p.runs.load(Ordering::SeqCst), 4);
-        p.release.notify_one();
+        tokio::time::sleep(ms(600)).await;
+        assert_eq!(
+            p.runs.load(Ordering::SeqCst),
+            3,
+            "the replaced requeue did not run"
+        );
+        assert_eq!(q.tracked(), 1);
     }
 
     #[tokio::test]
     async fn waiters_hold_no_slot_and_shutdown_waits_only_for_running_attempts() {
         let (stop, shutdown) = never();
-        let p = probe();
-        let q = Attempts::new(gate(1), runner(p.clone(), None), shutdown);
+        let p = probe(&[None]);
+        let q = Attempts::new(gate(1), runner(p.clone()), shutdown);
         for i in 0..100 {
             q.trigger(key(&format!("r{i}")));
         }
         p.started.notified().await;
+        for _ in 0..500 {
+            if q.gate.load().1 == 99 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         assert_eq!(p.runs.load(Ordering::SeqCst), 1);
-        assert_eq!(q.gate.load(), (1, 99), "one runs, the others wait at the gate");
+        assert_eq!(
+            q.gate.load(),
+            (1, 99),
+            "one runs, the others wait at the gate"
+        );
         let _ = stop.send(());
         let drained = tokio::spawn({
             let q = q.clone();
@@ -316,10 +344,18 @@ mod tests {
         assert!(!drained.is_finished(), "the running attempt is not cut off");
         p.release.notify_one();
         drained.await.unwrap();
-        assert_eq!(p.runs.load(Ordering::SeqCst), 1, "waiters did not start at shutdown");
+        assert_eq!(
+            p.runs.load(Ordering::SeqCst),
+            1,
+            "waiters did not start at shutdown"
+        );
         assert_eq!(q.gate.load(), (0, 0));
         q.trigger(key("late"));
         settle().await;
-        assert_eq!(p.runs.load(Ordering::SeqCst), 1, "no attempt starts after shutdown");
+        assert_eq!(
+            p.runs.load(Ordering::SeqCst),
+            1,
+            "no attempt starts after shutdown"
+        );
     }
 }
