@@ -77,12 +77,16 @@ fn watcher_config(settings: &Settings) -> watcher::Config {
     }
 }
 
+/// A release kind and how to read its `dependsOn`.
+type DependsOn<K> = (Kind, fn(&K) -> &[DependencyRef]);
+
 /// The watch of one release kind, filtered to what starts an attempt, and its store.
 fn release_stream<K>(
     rt: &Runtime,
     settings: &Settings,
     name: &'static str,
-    dependents: (&Arc<Dependents>, Kind, fn(&K) -> &[DependencyRef]),
+    dependents: &Arc<Dependents>,
+    depends_on: DependsOn<K>,
 ) -> (
     Store<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + use<K>,
@@ -97,7 +101,7 @@ where
     )
     .default_backoff()
     .map(heartbeat(&rt.health, name))
-    .map(dependents.0.follow(dependents.1, dependents.2))
+    .map(dependents.follow(depends_on.0, depends_on.1))
     .modify(drop_managed_fields)
     .reflect(writer)
     .applied_objects()
@@ -114,17 +118,15 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
         &rt,
         &settings,
         "ModuleRelease",
-        (&mr_dependents, Kind::ModuleRelease, |r| {
-            &r.spec.common.depends_on
-        }),
+        &mr_dependents,
+        (Kind::ModuleRelease, |r| &r.spec.common.depends_on),
     );
     let (rel_reader, rel_stream) = release_stream::<Release>(
         &rt,
         &settings,
         "Release",
-        (&rel_dependents, Kind::Release, |r| {
-            &r.spec.common.depends_on
-        }),
+        &rel_dependents,
+        (Kind::Release, |r| &r.spec.common.depends_on),
     );
     let (mr_tx, mr_rx) = mpsc::unbounded();
     let (rel_tx, rel_rx) = mpsc::unbounded();
