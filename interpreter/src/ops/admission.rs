@@ -3,9 +3,10 @@
 //! `--max-concurrent-per-namespace` of them from one namespace (SPEC §24). Which waiter
 //! goes next is the core's [`FairQueue`]; this module only parks and wakes tasks.
 //!
-//! kube-runtime's own concurrency limit is switched off (it would pick the next key by due
-//! time alone, so a tenant with many slow attempts fills every worker); it still runs at
-//! most one attempt per release at a time.
+//! The waiters are the tasks of the operator's own work queue
+//! (`crate::controller` `queue.rs`), not kube-runtime's reconciles: kube-runtime's limit
+//! would pick the next key by due time alone (a tenant with many slow attempts fills every
+//! worker), and with it off, reconciles waiting here cost its runner O(waiters) per wake-up.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
