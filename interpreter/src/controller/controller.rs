@@ -77,16 +77,13 @@ fn watcher_config(settings: &Settings) -> watcher::Config {
     }
 }
 
-/// A release kind and how to read its `dependsOn`.
-type DependsOn<K> = (Kind, fn(&K) -> &[DependencyRef]);
-
 /// The watch of one release kind, filtered to what starts an attempt, and its store.
 fn release_stream<K>(
     rt: &Runtime,
     settings: &Settings,
     name: &'static str,
     dependents: &Arc<Dependents>,
-    depends_on: DependsOn<K>,
+    depends_on: fn(&K) -> &[DependencyRef],
 ) -> (
     Store<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + use<K>,
@@ -101,7 +98,7 @@ where
     )
     .default_backoff()
     .map(heartbeat(&rt.health, name))
-    .map(dependents.follow(depends_on.0, depends_on.1))
+    .map(dependents.follow(depends_on))
     .modify(drop_managed_fields)
     .reflect(writer)
     .applied_objects()
@@ -112,22 +109,16 @@ where
 /// Runs both controllers until `shutdown` resolves; in-flight attempts finish first.
 pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
     let health = rt.health.clone();
-    let mr_dependents = Arc::new(Dependents::default());
-    let rel_dependents = Arc::new(Dependents::default());
-    let (mr_reader, mr_stream) = release_stream::<ModuleRelease>(
-        &rt,
-        &settings,
-        "ModuleRelease",
-        &mr_dependents,
-        (Kind::ModuleRelease, |r| &r.spec.common.depends_on),
-    );
-    let (rel_reader, rel_stream) = release_stream::<Release>(
-        &rt,
-        &settings,
-        "Release",
-        &rel_dependents,
-        (Kind::Release, |r| &r.spec.common.depends_on),
-    );
+    let mr_dependents = Dependents::new(Kind::ModuleRelease);
+    let rel_dependents = Dependents::new(Kind::Release);
+    let (mr_reader, mr_stream) =
+        release_stream::<ModuleRelease>(&rt, &settings, "ModuleRelease", &mr_dependents, |r| {
+            &r.spec.common.depends_on
+        });
+    let (rel_reader, rel_stream) =
+        release_stream::<Release>(&rt, &settings, "Release", &rel_dependents, |r| {
+            &r.spec.common.depends_on
+        });
     let (mr_tx, mr_rx) = mpsc::unbounded();
     let (rel_tx, rel_rx) = mpsc::unbounded();
     let limits = Limits::with_default_per_namespace(

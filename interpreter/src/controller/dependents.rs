@@ -12,8 +12,8 @@ use opm_core::api::DependencyRef;
 use opm_core::{Kind, ReleaseKey};
 
 /// The releases of one kind with a non-empty `dependsOn`, and their references.
-#[derive(Default)]
 pub(super) struct Dependents {
+    kind: Kind,
     state: Mutex<Index>,
 }
 
@@ -25,15 +25,21 @@ struct Index {
 }
 
 impl Dependents {
-    /// Follows one watch event of `kind`; `refs` reads an object's `dependsOn`.
+    pub(super) fn new(kind: Kind) -> Arc<Self> {
+        Arc::new(Self {
+            kind,
+            state: Mutex::default(),
+        })
+    }
+
+    /// Follows one watch event; `refs` reads an object's `dependsOn`.
     pub(super) fn observe<K: Resource>(
         &self,
-        kind: Kind,
         event: &Event<K>,
         refs: impl Fn(&K) -> &[DependencyRef],
     ) {
         let key = |o: &K| ReleaseKey {
-            kind,
+            kind: self.kind,
             namespace: o.meta().namespace.clone().unwrap_or_default(),
             name: o.meta().name.clone().unwrap_or_default(),
         };
@@ -53,7 +59,11 @@ impl Dependents {
             Event::Apply(o) => {
                 let r = refs(o);
                 if r.is_empty() {
-                    s.live.remove(&key(o));
+                    // Every status write of every release passes here: no key is built
+                    // while no release of the kind has a `dependsOn`.
+                    if !s.live.is_empty() {
+                        s.live.remove(&key(o));
+                    }
                 } else {
                     s.live.insert(key(o), r.to_vec());
                 }
@@ -77,13 +87,12 @@ impl Dependents {
     /// A watch-stream step that records each event and passes it on.
     pub(super) fn follow<K: Resource, E>(
         self: &Arc<Self>,
-        kind: Kind,
         refs: fn(&K) -> &[DependencyRef],
     ) -> impl FnMut(Result<Event<K>, E>) -> Result<Event<K>, E> + use<K, E> {
         let this = self.clone();
         move |item| {
             if let Ok(event) = &item {
-                this.observe(kind, event, refs);
+                this.observe(event, refs);
             }
             item
         }
@@ -121,14 +130,12 @@ mod tests {
     }
 
     fn feed(d: &Dependents, event: Event<Release>) {
-        d.observe(Kind::Release, &event, |r: &Release| {
-            &r.spec.common.depends_on
-        });
+        d.observe(&event, |r: &Release| &r.spec.common.depends_on);
     }
 
     #[test]
     fn follows_applies_deletes_and_relists() {
-        let d = Dependents::default();
+        let d = Dependents::new(Kind::Release);
         feed(&d, Event::Apply(obj("app", Some("db"))));
         feed(&d, Event::Apply(obj("db", None)));
         assert_eq!(d.of(&key("db")), vec![key("app")]);
