@@ -1,110 +1,230 @@
-//! events.k8s.io/v1 events regarding the release, reported by `opm-controller` (SPEC §11),
-//! through kube's `Recorder` (which also folds repeats into an event series).
+//! events.k8s.io/v1 events regarding the release, reported by `opm-controller` (SPEC §11).
 //!
-//! One `Recorder` per release, not one for the operator: a `Recorder` sweeps its whole
-//! cache of recent events on every publish, so a single one shared by a fleet made each
-//! event cost O(events of every release in the last minutes) (18 % of the operator's CPU
-//! half-way through converging 10 000 Releases, `perf`). Per release, the sweep covers only
-//! that release's events, and repeats still fold into a series because a release's events
-//! always go through its own recorder.
+//! A repeat of an event (same object, type, reason, action and note, as client-go's event
+//! broadcaster keys them) within [`FOLDING_WINDOW`] of its last occurrence is folded into
+//! the first one's `series` (one PATCH of `series.count` and `series.lastObservedTime`)
+//! instead of a new Event; anything else creates an Event.
 //!
-//! A recorder keeps whole `Event` objects (~5.8 KB per release in a heap profile at 3 000
-//! releases) and sweeps them only on its own next publish, so an idle release's recorder
-//! holds events that can no longer fold into anything. Recorders unused for longer than
-//! kube-runtime's folding window are dropped: memory follows the releases with recent
-//! events, not the fleet, and no series is cut short.
+//! Folding needs to remember recent events, and only a little of each: the Event's name, its
+//! count and when it last happened, under a key whose note is a hash. kube-runtime's
+//! `Recorder` keeps whole `Event` objects in a map per recorder (~5.8 KB per release in a
+//! heap profile at 3 000 releases, most of the operator's per-release memory after the
+//! release store); here an entry is about a hundred bytes, and one bounded map serves the
+//! fleet. Entries idle past the window are swept from the least recently used end, so the
+//! map holds the events of the last minutes, not the fleet's.
 
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Client;
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeType, Recorder, Reporter};
+use k8s_openapi::api::events::v1::{Event as KubeEvent, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, Error as KubeError};
 use opm_core::constants::FIELD_MANAGER;
 use opm_core::{Event, EventType};
 
 /// Longest note the API accepts, in bytes.
 const NOTE_MAX: usize = 1024;
 
-/// Releases whose recorder is kept; past it the least recently used one goes (its next
-/// event starts a new event rather than a series), so memory stays bounded in any fleet.
-const RECORDERS: usize = 16 * 1024;
+/// Recent events remembered for folding; past it the least recently used is forgotten (its
+/// next repeat starts a new Event rather than a series), so memory stays bounded in any
+/// fleet whatever its rate of events.
+const RECENT: usize = 32 * 1024;
 
-/// kube-runtime's `Recorder` folds a repeat into a series only within 6 minutes of the
-/// event before; a recorder idle for longer holds nothing that can fold.
+/// A repeat folds into a series only within this long of the event's last occurrence
+/// (kube-runtime's and client-go's window); older entries hold nothing that can fold.
 const FOLDING_WINDOW: Duration = Duration::from_secs(6 * 60);
 
-/// The object an event regards, as its recorder's key.
-type Regarding = (Option<String>, Option<String>, Option<String>);
+/// What makes two events the same event: the object they regard, and what they say.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    kind: Option<String>,
+    namespace: Option<String>,
+    name: Option<String>,
+    uid: Option<String>,
+    warning: bool,
+    reason: String,
+    action: String,
+    /// The note's hash (keyed per process), not the note: notes run to a kilobyte.
+    note: u64,
+}
+
+/// An Event that a repeat folds into.
+#[derive(Debug, Clone)]
+struct Recent {
+    name: String,
+    count: i32,
+    last: Instant,
+}
 
 /// Publishes the core's events; failures are logged, never fatal (fire and forget).
 #[derive(Clone)]
 pub struct EventSink {
     client: Client,
-    reporter: Reporter,
-    /// Each with its last use.
-    recorders: Arc<Mutex<lru::LruCache<Regarding, (Recorder, Instant)>>>,
+    instance: String,
+    notes: RandomState,
+    recent: Arc<Mutex<lru::LruCache<Key, Recent>>>,
+}
+
+/// What to send for one event.
+#[derive(Debug, PartialEq)]
+enum Send {
+    /// A new Event.
+    Create,
+    /// Occurrence `count` of the Event `name`.
+    Fold { name: String, count: i32 },
 }
 
 impl EventSink {
+    /// A publisher on `client`, reporting as `opm-controller` (instance: `$POD_NAME`).
     pub fn new(client: Client) -> Self {
         Self {
             client,
-            reporter: Reporter {
-                controller: FIELD_MANAGER.into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-            recorders: Arc::new(Mutex::new(lru::LruCache::new(
-                std::num::NonZeroUsize::new(RECORDERS).expect("a constant above zero"),
+            instance: std::env::var("POD_NAME").unwrap_or_else(|_| FIELD_MANAGER.into()),
+            notes: RandomState::new(),
+            recent: Arc::new(Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(RECENT).expect("a constant above zero"),
             ))),
         }
     }
 
-    /// The recorder of the object `regarding` refers to (made on its first event).
-    fn recorder(&self, regarding: &ObjectReference) -> Recorder {
-        self.recorder_at(regarding, Instant::now())
+    fn key(&self, event: &Event, regarding: &ObjectReference, note: &str) -> Key {
+        Key {
+            kind: regarding.kind.clone(),
+            namespace: regarding.namespace.clone(),
+            name: regarding.name.clone(),
+            uid: regarding.uid.clone(),
+            warning: event.event_type == EventType::Warning,
+            reason: event.reason.to_string(),
+            action: event.action.clone(),
+            note: self.notes.hash_one(note),
+        }
     }
 
-    /// [`Self::recorder`] at `now`; first drops the recorders idle past the folding window
-    /// (the least recently used come first, so the sweep stops at the first recent one).
-    fn recorder_at(&self, regarding: &ObjectReference, now: Instant) -> Recorder {
-        let key = (
-            regarding.kind.clone(),
-            regarding.namespace.clone(),
-            regarding.name.clone(),
-        );
-        let mut recorders = self.recorders.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some((_, (_, used))) = recorders.peek_lru() {
-            if now.saturating_duration_since(*used) <= FOLDING_WINDOW {
+    /// Whether `key` at `now` folds into a recent Event; first forgets the entries idle
+    /// past the window (the least recently used come first, so the sweep stops at the
+    /// first recent one).
+    fn decide(&self, key: &Key, now: Instant) -> Send {
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some((_, r)) = recent.peek_lru() {
+            if now.saturating_duration_since(r.last) <= FOLDING_WINDOW {
                 break;
             }
-            recorders.pop_lru();
+            recent.pop_lru();
         }
-        let (recorder, used) = recorders.get_or_insert_mut(key, || {
-            (
-                Recorder::new(self.client.clone(), self.reporter.clone()),
-                now,
-            )
-        });
-        *used = now;
-        recorder.clone()
+        match recent.get(key) {
+            Some(r) => Send::Fold {
+                name: r.name.clone(),
+                count: r.count + 1,
+            },
+            None => Send::Create,
+        }
     }
 
-    pub async fn publish(&self, event: &Event, regarding: &ObjectReference) {
-        let ev = KubeEvent {
-            type_: match event.event_type {
-                EventType::Normal => KubeType::Normal,
-                EventType::Warning => KubeType::Warning,
+    /// Remembers that the Event `name` now stands at `count` occurrences.
+    fn remember(&self, key: Key, name: String, count: i32, now: Instant) {
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.put(
+            key,
+            Recent {
+                name,
+                count,
+                last: now,
             },
-            reason: event.reason.to_string(),
-            note: Some(truncate(&event.note, NOTE_MAX)),
-            action: event.action.clone(),
-            secondary: None,
+        );
+    }
+
+    /// Forgets `key` (its Event is gone or could not be written).
+    fn forget(&self, key: &Key) {
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.pop(key);
+    }
+
+    /// Publishes `event` regarding `regarding`: folded into a recent repeat's series, else
+    /// a new Event. A failure is logged and forgotten (events are fire and forget).
+    pub async fn publish(&self, event: &Event, regarding: &ObjectReference) {
+        let note = truncate(&event.note, NOTE_MAX);
+        let key = self.key(event, regarding, &note);
+        let now = Instant::now();
+        let api: Api<KubeEvent> = Api::namespaced(
+            self.client.clone(),
+            regarding.namespace.as_deref().unwrap_or("default"),
+        );
+        let sent = match self.decide(&key, now) {
+            Send::Fold { name, count } => match fold(&api, &name, count).await {
+                Ok(()) => Ok((name, count)),
+                // Expired (the API server's event TTL) or deleted: start a new one.
+                Err(KubeError::Api(e)) if e.code == 404 => {
+                    self.create(&api, event, regarding, note).await
+                }
+                Err(e) => Err(e),
+            },
+            Send::Create => self.create(&api, event, regarding, note).await,
         };
-        if let Err(e) = self.recorder(regarding).publish(&ev, regarding).await {
-            tracing::warn!(reason = %event.reason, error = %e, "publishing an event failed");
+        match sent {
+            Ok((name, count)) => self.remember(key, name, count, now),
+            Err(e) => {
+                self.forget(&key);
+                tracing::warn!(reason = %event.reason, error = %e, "publishing an event failed");
+            }
         }
     }
+
+    /// Creates the Event; answers its name and count (1).
+    async fn create(
+        &self,
+        api: &Api<KubeEvent>,
+        event: &Event,
+        regarding: &ObjectReference,
+        note: String,
+    ) -> Result<(String, i32), KubeError> {
+        let now = Timestamp::now();
+        let name = format!(
+            "{}.{:x}",
+            regarding.name.as_deref().unwrap_or(FIELD_MANAGER),
+            now.as_nanosecond()
+        );
+        let ev = KubeEvent {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: regarding.namespace.clone(),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(now)),
+            type_: Some(
+                match event.event_type {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                }
+                .into(),
+            ),
+            reason: Some(event.reason.to_string()),
+            action: Some(event.action.clone()),
+            note: Some(note),
+            regarding: Some(regarding.clone()),
+            reporting_controller: Some(FIELD_MANAGER.into()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &ev).await?;
+        Ok((name, 1))
+    }
+}
+
+/// Patches occurrence `count` of the Event `name` into its series.
+async fn fold(api: &Api<KubeEvent>, name: &str, count: i32) -> Result<(), KubeError> {
+    let series = EventSeries {
+        count,
+        last_observed_time: MicroTime(Timestamp::now()),
+    };
+    let patch = serde_json::json!({ "series": series });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
 }
 
 /// Messages are cut as the core cuts condition messages (one rule for both).
@@ -113,6 +233,12 @@ pub(crate) use opm_core::conditions::truncate;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opm_core::reason::Reason;
+
+    fn sink() -> EventSink {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+        EventSink::new(Client::try_from(config).expect("a client"))
+    }
 
     fn regarding(name: &str) -> ObjectReference {
         ObjectReference {
@@ -123,65 +249,81 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn one_recorder_per_release_and_never_more_than_the_cap() {
-        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
-        let sink = EventSink::new(Client::try_from(config).expect("a client"));
-        sink.recorder(&regarding("a"));
-        sink.recorder(&regarding("a"));
-        sink.recorder(&regarding("b"));
-        assert_eq!(sink.recorders.lock().expect("lock").len(), 2);
-        for n in 0..RECORDERS + 10 {
-            sink.recorder(&regarding(&format!("r{n}")));
+    fn event(note: &str) -> Event {
+        Event {
+            event_type: EventType::Warning,
+            reason: Reason::ApplyFailed,
+            action: "Apply".into(),
+            note: note.into(),
         }
-        let recorders = sink.recorders.lock().expect("lock");
-        assert_eq!(recorders.len(), RECORDERS);
-        assert!(recorders.contains(&(
-            Some("Release".into()),
-            Some("team-a".into()),
-            Some(format!("r{}", RECORDERS + 9))
-        )));
     }
 
     #[tokio::test]
-    async fn recorders_idle_past_the_folding_window_are_dropped() {
-        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
-        let sink = EventSink::new(Client::try_from(config).expect("a client"));
+    async fn a_repeat_folds_until_it_is_idle_past_the_window() {
+        let sink = sink();
         let t0 = Instant::now();
         let minutes = |m: u64| t0 + Duration::from_secs(60 * m);
-        sink.recorder_at(&regarding("old"), t0);
-        sink.recorder_at(&regarding("kept"), minutes(1));
-        // Within the window nothing goes.
-        sink.recorder_at(&regarding("new"), minutes(6));
-        assert_eq!(sink.recorders.lock().expect("lock").len(), 3);
-        // "old" is past it (6 min + 1), "kept" (used at 1) is not yet.
-        sink.recorder_at(&regarding("newer"), minutes(7));
-        let names: Vec<_> = sink
-            .recorders
-            .lock()
-            .expect("lock")
-            .iter()
-            .map(|(k, _)| k.2.clone().unwrap_or_default())
-            .collect();
-        assert_eq!(names.len(), 3, "{names:?}");
-        assert!(!names.contains(&"old".to_string()), "{names:?}");
-        // A use keeps a recorder: "kept" used again at 7 survives a sweep at 13.
-        sink.recorder_at(&regarding("kept"), minutes(7));
-        sink.recorder_at(&regarding("late"), minutes(13));
-        let recorders = sink.recorders.lock().expect("lock");
-        let key = |n: &str| {
-            (
-                Some("Release".into()),
-                Some("team-a".into()),
-                Some(n.into()),
-            )
-        };
-        assert!(recorders.contains(&key("kept")));
-        assert!(recorders.contains(&key("late")));
-        assert!(
-            !recorders.contains(&key("new")),
-            "used at 6, idle 7 minutes at 13"
+        let key = sink.key(&event("boom"), &regarding("a"), "boom");
+        assert_eq!(sink.decide(&key, t0), Send::Create);
+        sink.remember(key.clone(), "a.1".into(), 1, t0);
+        assert_eq!(
+            sink.decide(&key, minutes(5)),
+            Send::Fold {
+                name: "a.1".into(),
+                count: 2
+            }
         );
+        sink.remember(key.clone(), "a.1".into(), 2, minutes(5));
+        // Within the window of its last occurrence, not of its first.
+        assert_eq!(
+            sink.decide(&key, minutes(11)),
+            Send::Fold {
+                name: "a.1".into(),
+                count: 3
+            }
+        );
+        assert_eq!(sink.decide(&key, minutes(12)), Send::Create);
+        assert_eq!(sink.recent.lock().expect("lock").len(), 0, "swept");
+    }
+
+    #[tokio::test]
+    async fn another_note_object_or_reason_is_another_event() {
+        let sink = sink();
+        let t0 = Instant::now();
+        let key = sink.key(&event("boom"), &regarding("a"), "boom");
+        sink.remember(key, "a.1".into(), 1, t0);
+        for other in [
+            sink.key(&event("bang"), &regarding("a"), "bang"),
+            sink.key(&event("boom"), &regarding("b"), "boom"),
+            sink.key(
+                &Event {
+                    reason: Reason::SourceNotReady,
+                    ..event("boom")
+                },
+                &regarding("a"),
+                "boom",
+            ),
+        ] {
+            assert_eq!(sink.decide(&other, t0), Send::Create, "{other:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn never_more_than_the_cap_and_the_newest_stay() {
+        let sink = sink();
+        let t0 = Instant::now();
+        for n in 0..RECENT + 10 {
+            let key = sink.key(&event("x"), &regarding(&format!("r{n}")), "x");
+            sink.remember(key, format!("r{n}.1"), 1, t0);
+        }
+        assert_eq!(sink.recent.lock().expect("lock").len(), RECENT);
+        let newest = sink.key(&event("x"), &regarding(&format!("r{}", RECENT + 9)), "x");
+        assert!(matches!(
+            sink.decide(&newest, t0),
+            Send::Fold { count: 2, .. }
+        ));
+        let oldest = sink.key(&event("x"), &regarding("r0"), "x");
+        assert_eq!(sink.decide(&oldest, t0), Send::Create);
     }
 
     #[test]

@@ -6,7 +6,7 @@ pub(crate) mod apply;
 pub mod apply_policy;
 pub(crate) mod deps;
 pub(crate) mod drift;
-pub(crate) mod events;
+pub mod events;
 pub(crate) mod finalizer;
 pub(crate) mod health_read;
 pub(crate) mod owners;
