@@ -40,11 +40,32 @@ struct Kind {
 }
 
 /// One listed object: its `resourceVersion`, uid and the release labels it carries.
+///
+/// Kept small, as there is one per managed object: the labels are the values of
+/// [`labels::STAMPED`] by position, not a map of copied keys and values (a `BTreeMap` of five
+/// labels was ~900 bytes per object, ~36 MB for 10 000 releases of four objects).
 #[derive(Clone)]
 struct Listed {
-    version: String,
-    uid: String,
-    labels: BTreeMap<String, String>,
+    version: Box<str>,
+    uid: Box<str>,
+    stamped: [Option<Box<str>>; labels::STAMPED.len()],
+}
+
+impl Listed {
+    /// The value of `label`, one of [`labels::STAMPED`].
+    fn label(&self, label: &str) -> Option<&str> {
+        let i = labels::STAMPED.iter().position(|l| *l == label)?;
+        self.stamped[i].as_deref()
+    }
+
+    /// The labels as the ownership check reads them.
+    fn labels(&self) -> BTreeMap<String, String> {
+        labels::STAMPED
+            .iter()
+            .zip(&self.stamped)
+            .filter_map(|(k, v)| Some((k.to_string(), v.as_deref()?.to_string())))
+            .collect()
+    }
 }
 
 /// See the module documentation.
@@ -88,15 +109,15 @@ impl ObjectWatch {
     /// The object's current `resourceVersion` as the watch knows it, or `None` when the
     /// watch cannot say (kind not watched or not synced, or no such labelled object).
     pub fn version(&self, id: &ResourceId) -> Option<String> {
-        self.held(id, |l| l.version.clone())
+        self.held(id, |l| l.version.to_string())
     }
 
     /// The object's uid and release labels when the synced watch holds it; `None` when the
     /// watch cannot say (the object may still exist without our `managed-by` label).
     pub fn owner_labels(&self, id: &ResourceId) -> Option<LiveMeta> {
         self.held(id, |l| LiveMeta {
-            uid: l.uid.clone(),
-            labels: l.labels.clone(),
+            uid: l.uid.to_string(),
+            labels: l.labels(),
         })
     }
 
@@ -167,25 +188,24 @@ fn selector() -> String {
 fn object_key<K: kube::Resource>(o: &K) -> Option<((String, String), Listed)> {
     let m = o.meta();
     // Only the labels the ownership check reads are kept.
-    let labels = m
-        .labels
-        .iter()
-        .flatten()
-        .filter(|(k, _)| labels::STAMPED.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let stamped = labels::STAMPED.map(|k| {
+        m.labels
+            .as_ref()
+            .and_then(|l| l.get(k))
+            .map(|v| v.as_str().into())
+    });
     Some((
         (m.namespace.clone().unwrap_or_default(), m.name.clone()?),
         Listed {
-            version: m.resource_version.clone()?,
-            uid: m.uid.clone().unwrap_or_default(),
-            labels,
+            version: m.resource_version.as_deref()?.into(),
+            uid: m.uid.as_deref().unwrap_or_default().into(),
+            stamped,
         },
     ))
 }
 
 fn announce(changes: &Changes, listed: &Listed) {
-    let label = |k: &str| listed.labels.get(k).cloned().unwrap_or_default();
+    let label = |k: &str| listed.label(k).unwrap_or_default().to_string();
     let changed = Changed {
         release_namespace: label(labels::RELEASE_NAMESPACE),
         release_name: label(labels::RELEASE_NAME),
@@ -266,4 +286,45 @@ fn forbidden(e: &watcher::Error) -> bool {
         _ => return false,
     };
     matches!(api, kube::Error::Api(s) if s.code == 403)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+
+    #[test]
+    fn a_listed_object_keeps_its_version_uid_and_only_the_stamped_labels() {
+        let meta = k8s_openapi::api::core::v1::ConfigMap {
+            metadata: ObjectMeta {
+                namespace: Some("team-a".into()),
+                name: Some("web".into()),
+                resource_version: Some("42".into()),
+                uid: Some("u-1".into()),
+                labels: Some(BTreeMap::from([
+                    (labels::MANAGED_BY.into(), FIELD_MANAGER.into()),
+                    (labels::RELEASE_NAME.into(), "r".into()),
+                    (labels::RELEASE_UUID.into(), "r-uid".into()),
+                    ("team".into(), "payments".into()),
+                ])),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let (key, listed) = object_key(&meta).expect("named and versioned");
+        assert_eq!(key, ("team-a".to_string(), "web".to_string()));
+        assert_eq!(&*listed.version, "42");
+        assert_eq!(&*listed.uid, "u-1");
+        assert_eq!(listed.label(labels::RELEASE_NAME), Some("r"));
+        assert_eq!(listed.label(labels::RELEASE_NAMESPACE), None);
+        assert_eq!(listed.label("team"), None);
+        assert_eq!(
+            listed.labels(),
+            BTreeMap::from([
+                (labels::MANAGED_BY.to_string(), FIELD_MANAGER.to_string()),
+                (labels::RELEASE_NAME.to_string(), "r".to_string()),
+                (labels::RELEASE_UUID.to_string(), "r-uid".to_string()),
+            ])
+        );
+    }
 }
