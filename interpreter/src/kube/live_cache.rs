@@ -9,6 +9,11 @@
 //! under a megabyte. Any mismatch (someone else wrote, the object is gone, the operator
 //! restarted) falls back to a GET, so a stale entry can cost a request but never a wrong
 //! answer.
+//!
+//! Entries are keyed by a 128-bit digest of the object's identity rather than by its five
+//! strings: at 10 000 releases of four objects the copied identities were ~40 % of the
+//! cache. A digest names one identity (no two differ in it short of a SHA-256 collision),
+//! and each entry still holds the version it describes, compared on every use.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -25,7 +30,7 @@ const MAX_ENTRIES: usize = 200_000;
 /// The digests of one live object version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
-    resource_version: String,
+    resource_version: Box<str>,
     /// Of the whole object minus managedFields times (what apply compares).
     pub apply_digest: [u8; 32],
     /// Of the fields drift detection compares.
@@ -43,14 +48,28 @@ impl Seen {
 
     /// Whether `obj` (typically a dry-run result) is based on this very version.
     pub fn same_version(&self, obj: &Value) -> bool {
-        resource_version(obj).is_some_and(|rv| rv == self.resource_version)
+        resource_version(obj).is_some_and(|rv| rv == &*self.resource_version)
     }
+}
+
+/// An object's identity as a cache key: a digest of its [`ResourceId`].
+type Key = [u8; 16];
+
+fn key(id: &ResourceId) -> Key {
+    let mut h = Sha256::new();
+    for part in [&id.group, &id.kind, &id.namespace, &id.name, &id.version] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    let mut k = [0; 16];
+    k.copy_from_slice(&h.finalize()[..16]);
+    k
 }
 
 /// Live object versions by object identity.
 #[derive(Debug, Default)]
 pub struct LiveCache {
-    seen: Mutex<HashMap<ResourceId, Seen>>,
+    seen: Mutex<HashMap<Key, Seen>>,
 }
 
 impl LiveCache {
@@ -60,39 +79,39 @@ impl LiveCache {
             return;
         };
         let seen = Seen {
-            resource_version: rv.to_owned(),
+            resource_version: rv.into(),
             apply_digest: apply_digest(live),
             drift_digest: drift_digest(live),
             verified: None,
         };
-        let mut map = self.lock();
-        if map.len() >= MAX_ENTRIES && !map.contains_key(id) {
-            map.clear();
-        }
-        map.insert(id.clone(), seen);
+        self.put(key(id), seen);
     }
 
     /// Records that a GET found no such object, so an apply right after can skip its GET.
     pub fn remember_absent(&self, id: &ResourceId) {
         let seen = Seen {
-            resource_version: String::new(),
+            resource_version: "".into(),
             apply_digest: [0; 32],
             drift_digest: [0; 32],
             verified: None,
         };
+        self.put(key(id), seen);
+    }
+
+    fn put(&self, key: Key, seen: Seen) {
         let mut map = self.lock();
-        if map.len() >= MAX_ENTRIES && !map.contains_key(id) {
+        if map.len() >= MAX_ENTRIES && !map.contains_key(&key) {
             map.clear();
         }
-        map.insert(id.clone(), seen);
+        map.insert(key, seen);
     }
 
     /// Records that the object at `resource_version` matches `desired` on every field we
     /// manage; ignored unless that is the version remembered for it.
     pub fn verify(&self, id: &ResourceId, resource_version: &str, desired: [u8; 32]) {
-        if let Some(seen) = self.lock().get_mut(id)
+        if let Some(seen) = self.lock().get_mut(&key(id))
             && !seen.absent()
-            && seen.resource_version == resource_version
+            && &*seen.resource_version == resource_version
         {
             seen.verified = Some(desired);
         }
@@ -102,19 +121,19 @@ impl LiveCache {
     /// still at that version, a drift check of `desired` would find nothing.
     pub fn verified(&self, id: &ResourceId, desired: &[u8; 32]) -> Option<String> {
         self.lock()
-            .get(id)
+            .get(&key(id))
             .filter(|s| s.verified.as_ref() == Some(desired))
-            .map(|s| s.resource_version.clone())
+            .map(|s| s.resource_version.to_string())
     }
 
     /// The last version seen of the object, if any.
     pub fn get(&self, id: &ResourceId) -> Option<Seen> {
-        self.lock().get(id).cloned()
+        self.lock().get(&key(id)).cloned()
     }
 
     /// Drops what is known of the object (it was deleted or could not be read).
     pub fn forget(&self, id: &ResourceId) {
-        self.lock().remove(id);
+        self.lock().remove(&key(id));
     }
 
     /// Number of objects known.
@@ -127,7 +146,7 @@ impl LiveCache {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ResourceId, Seen>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Seen>> {
         self.seen.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -260,6 +279,51 @@ mod tests {
         cache.remember_absent(&id());
         cache.verify(&id(), "", desired);
         assert_eq!(cache.verified(&id(), &desired), None);
+    }
+
+    #[test]
+    fn each_identity_is_its_own_entry() {
+        let cache = LiveCache::default();
+        cache.remember(&id(), &json!({"metadata": {"resourceVersion": "7"}}));
+        let others = [
+            ResourceId {
+                name: "cm2".into(),
+                ..id()
+            },
+            ResourceId {
+                namespace: "ns2".into(),
+                ..id()
+            },
+            ResourceId {
+                kind: "Secret".into(),
+                ..id()
+            },
+            ResourceId {
+                group: "apps".into(),
+                ..id()
+            },
+            ResourceId {
+                version: "v2".into(),
+                ..id()
+            },
+            // Parts do not run into each other.
+            ResourceId {
+                namespace: "n".into(),
+                name: "scm".into(),
+                ..id()
+            },
+        ];
+        for other in &others {
+            assert!(cache.get(other).is_none(), "{other:?}");
+            cache.remember(other, &json!({"metadata": {"resourceVersion": "9"}}));
+        }
+        assert_eq!(cache.len(), others.len() + 1);
+        assert!(
+            cache
+                .get(&id())
+                .unwrap()
+                .same_version(&json!({"metadata": {"resourceVersion": "7"}}))
+        );
     }
 
     #[test]
