@@ -6,15 +6,13 @@
 //! instead of a new Event; anything else creates an Event.
 //!
 //! Folding needs to remember recent events, and only a little of each: the Event's name, its
-//! count and when it last happened, under a key whose note is a hash. kube-runtime's
+//! count and when it last happened, under a digest of what makes it the same event. kube-runtime's
 //! `Recorder` keeps whole `Event` objects in a map per recorder (~5.8 KB per release in a
 //! heap profile at 3 000 releases, most of the operator's per-release memory after the
 //! release store); here an entry is about a hundred bytes, and one bounded map serves the
 //! fleet. Entries idle past the window are swept from the least recently used end, so the
 //! map holds the events of the last minutes, not the fleet's.
 
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,6 +24,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Error as KubeError};
 use opm_core::constants::FIELD_MANAGER;
 use opm_core::{Event, EventType};
+use sha2::{Digest, Sha256};
 
 /// Longest note the API accepts, in bytes.
 const NOTE_MAX: usize = 1024;
@@ -39,19 +38,11 @@ const RECENT: usize = 32 * 1024;
 /// (kube-runtime's and client-go's window); older entries hold nothing that can fold.
 const FOLDING_WINDOW: Duration = Duration::from_secs(6 * 60);
 
-/// What makes two events the same event: the object they regard, and what they say.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    kind: Option<String>,
-    namespace: Option<String>,
-    name: Option<String>,
-    uid: Option<String>,
-    warning: bool,
-    reason: String,
-    action: String,
-    /// The note's hash (keyed per process), not the note: notes run to a kilobyte.
-    note: u64,
-}
+/// What makes two events the same event (the object they regard, and what they say), as a
+/// 128-bit digest: an entry is remembered per recent event, and the fields themselves
+/// (names, reason, action, a note of up to a kilobyte) would be most of its size. Two
+/// events share a key only if they are the same event, short of a SHA-256 collision.
+type Key = [u8; 16];
 
 /// An Event that a repeat folds into.
 #[derive(Debug, Clone)]
@@ -66,7 +57,6 @@ struct Recent {
 pub struct EventSink {
     client: Client,
     instance: String,
-    notes: RandomState,
     recent: Arc<Mutex<lru::LruCache<Key, Recent>>>,
 }
 
@@ -85,24 +75,33 @@ impl EventSink {
         Self {
             client,
             instance: std::env::var("POD_NAME").unwrap_or_else(|_| FIELD_MANAGER.into()),
-            notes: RandomState::new(),
-            recent: Arc::new(Mutex::new(lru::LruCache::new(
-                std::num::NonZeroUsize::new(RECENT).expect("a constant above zero"),
-            ))),
+            // Unbounded for the map's sake (a bounded one reserves room for every entry at
+            // once); `remember` keeps it at `RECENT`.
+            recent: Arc::new(Mutex::new(lru::LruCache::unbounded())),
         }
     }
 
-    fn key(&self, event: &Event, regarding: &ObjectReference, note: &str) -> Key {
-        Key {
-            kind: regarding.kind.clone(),
-            namespace: regarding.namespace.clone(),
-            name: regarding.name.clone(),
-            uid: regarding.uid.clone(),
-            warning: event.event_type == EventType::Warning,
-            reason: event.reason.to_string(),
-            action: event.action.clone(),
-            note: self.notes.hash_one(note),
+    fn key(event: &Event, regarding: &ObjectReference, note: &str) -> Key {
+        let mut h = Sha256::new();
+        let warning = event.event_type == EventType::Warning;
+        for part in [
+            regarding.kind.as_deref(),
+            regarding.namespace.as_deref(),
+            regarding.name.as_deref(),
+            regarding.uid.as_deref(),
+            Some(if warning { "Warning" } else { "Normal" }),
+            Some(event.reason.as_str()),
+            Some(event.action.as_str()),
+            Some(note),
+        ] {
+            // Length-prefixed, so that no two sequences of parts run into each other.
+            let part = part.unwrap_or_default();
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
         }
+        let mut key = [0; 16];
+        key.copy_from_slice(&h.finalize()[..16]);
+        key
     }
 
     /// Whether `key` at `now` folds into a recent Event; first forgets the entries idle
@@ -136,6 +135,9 @@ impl EventSink {
                 last: now,
             },
         );
+        while recent.len() > RECENT {
+            recent.pop_lru();
+        }
     }
 
     /// Forgets `key` (its Event is gone or could not be written).
@@ -148,7 +150,7 @@ impl EventSink {
     /// a new Event. A failure is logged and forgotten (events are fire and forget).
     pub async fn publish(&self, event: &Event, regarding: &ObjectReference) {
         let note = truncate(&event.note, NOTE_MAX);
-        let key = self.key(event, regarding, &note);
+        let key = Self::key(event, regarding, &note);
         let now = Instant::now();
         let api: Api<KubeEvent> = Api::namespaced(
             self.client.clone(),
@@ -263,7 +265,7 @@ mod tests {
         let sink = sink();
         let t0 = Instant::now();
         let minutes = |m: u64| t0 + Duration::from_secs(60 * m);
-        let key = sink.key(&event("boom"), &regarding("a"), "boom");
+        let key = EventSink::key(&event("boom"), &regarding("a"), "boom");
         assert_eq!(sink.decide(&key, t0), Send::Create);
         sink.remember(key.clone(), "a.1".into(), 1, t0);
         assert_eq!(
@@ -290,12 +292,12 @@ mod tests {
     async fn another_note_object_or_reason_is_another_event() {
         let sink = sink();
         let t0 = Instant::now();
-        let key = sink.key(&event("boom"), &regarding("a"), "boom");
+        let key = EventSink::key(&event("boom"), &regarding("a"), "boom");
         sink.remember(key, "a.1".into(), 1, t0);
         for other in [
-            sink.key(&event("bang"), &regarding("a"), "bang"),
-            sink.key(&event("boom"), &regarding("b"), "boom"),
-            sink.key(
+            EventSink::key(&event("bang"), &regarding("a"), "bang"),
+            EventSink::key(&event("boom"), &regarding("b"), "boom"),
+            EventSink::key(
                 &Event {
                     reason: Reason::SourceNotReady,
                     ..event("boom")
@@ -313,16 +315,16 @@ mod tests {
         let sink = sink();
         let t0 = Instant::now();
         for n in 0..RECENT + 10 {
-            let key = sink.key(&event("x"), &regarding(&format!("r{n}")), "x");
+            let key = EventSink::key(&event("x"), &regarding(&format!("r{n}")), "x");
             sink.remember(key, format!("r{n}.1"), 1, t0);
         }
         assert_eq!(sink.recent.lock().expect("lock").len(), RECENT);
-        let newest = sink.key(&event("x"), &regarding(&format!("r{}", RECENT + 9)), "x");
+        let newest = EventSink::key(&event("x"), &regarding(&format!("r{}", RECENT + 9)), "x");
         assert!(matches!(
             sink.decide(&newest, t0),
             Send::Fold { count: 2, .. }
         ));
-        let oldest = sink.key(&event("x"), &regarding("r0"), "x");
+        let oldest = EventSink::key(&event("x"), &regarding("r0"), "x");
         assert_eq!(sink.decide(&oldest, t0), Send::Create);
     }
 
