@@ -95,3 +95,110 @@ fn a_releases_series_share_one_copy_of_its_labels() {
     assert!(Arc::ptr_eq(&l1.namespace, &l2.namespace));
     assert_eq!(m.labels.lock().expect("lock").len(), 1);
 }
+
+/// Every family with series of both kinds, every outcome and action, fetches, renders,
+/// health and the Ready/suspended gauges, then one release forgotten.
+fn a_fleets_samples() -> Metrics {
+    use opm_core::api::{Condition, ModuleRelease, Release, ReleaseStatus};
+    let m = Metrics::default();
+    let mr = |name: &str| ReleaseKey {
+        kind: Kind::ModuleRelease,
+        namespace: "team-b".into(),
+        name: name.into(),
+    };
+    let ready = ReleaseStatus {
+        conditions: vec![Condition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    for (i, k) in [key("a"), key("b"), mr("web"), mr("gone")]
+        .iter()
+        .enumerate()
+    {
+        let ms = |n: u64| Duration::from_millis(n * (i as u64 + 1));
+        for (n, outcome) in OUTCOMES.iter().enumerate().skip(i) {
+            m.record(
+                k,
+                &Metric::Reconcile {
+                    outcome: *outcome,
+                    duration: ms(7 * n as u64 + 3),
+                },
+            );
+        }
+        m.record(
+            k,
+            &Metric::ApplyResources {
+                created: 3 + i as u64,
+                updated: i as u64,
+                unchanged: 0,
+            },
+        );
+        m.record(k, &Metric::PruneResources { count: i as u64 });
+        m.record(
+            k,
+            &Metric::InventorySize {
+                count: 4 + i as u64,
+            },
+        );
+        if i != 1 {
+            m.record(k, &Metric::ReleaseHealthy { healthy: i == 0 });
+            m.record(k, &Metric::HealthWait { duration: ms(1500) });
+        }
+        m.record_render(k, ms(40));
+        m.record_render(k, ms(9000));
+        let object = if k.kind == Kind::Release {
+            let mut r = Release::new(&k.name, Default::default());
+            r.spec.common.suspend = i == 1;
+            r.status = (i == 0).then(|| ready.clone());
+            ReleaseObject::Release(r)
+        } else {
+            ReleaseObject::ModuleRelease(ModuleRelease::new(&k.name, Default::default()))
+        };
+        m.observe_release(k, &object);
+        if k.kind == Kind::Release {
+            m.record_fetch(k, FetchObservation::Miss { bytes: 4096 });
+            m.record_fetch(k, FetchObservation::Hit);
+        }
+        if i == 2 {
+            m.observe_status(k, &ready);
+        }
+    }
+    m.forget(&mr("gone"));
+    m
+}
+
+/// The exposition of [`a_fleets_samples`], with series sorted within each family (their
+/// order within a family is not part of the format).
+fn sorted_exposition(m: &Metrics) -> String {
+    let mut out = Vec::new();
+    let mut series = Vec::new();
+    for line in m.render().lines() {
+        if line.starts_with('#') {
+            series.sort();
+            out.append(&mut series);
+            out.push(line.to_string());
+        } else {
+            series.push(line.to_string());
+        }
+    }
+    series.sort();
+    out.append(&mut series);
+    out.join("\n") + "\n"
+}
+
+#[test]
+fn the_exposition_of_a_fleet_is_unchanged() {
+    let got = sorted_exposition(&a_fleets_samples());
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/ops/metrics/exposition.txt"
+    );
+    if std::env::var_os("OPM_WRITE_EXPOSITION").is_some() {
+        std::fs::write(path, &got).expect("write");
+    }
+    let want = std::fs::read_to_string(path).expect("the recorded exposition");
+    assert_eq!(got, want);
+}
