@@ -80,20 +80,8 @@ fn exposes_spec_names_and_forgets_one_release() {
     let text = m.render();
     assert!(!text.contains(r#"name="a""#), "{text}");
     assert!(text.contains(r#"opm_controller_inventory_size{kind="Release",name="b""#));
-    // The shared labels go with the series: only "b" is left.
-    let labels = m.labels.lock().expect("lock");
-    assert_eq!(labels.keys().collect::<Vec<_>>(), vec![&key("b")]);
-}
-
-#[test]
-fn a_releases_series_share_one_copy_of_its_labels() {
-    let m = Metrics::default();
-    m.record(&key("a"), &Metric::InventorySize { count: 4 });
-    m.record_render(&key("a"), Duration::from_millis(3));
-    let (l1, l2) = (m.labels(&key("a")), m.labels(&key("a")));
-    assert!(Arc::ptr_eq(&l1.name, &l2.name));
-    assert!(Arc::ptr_eq(&l1.namespace, &l2.namespace));
-    assert_eq!(m.labels.lock().expect("lock").len(), 1);
+    // Nothing of "a" is kept: only "b" is left.
+    assert_eq!(m.lock().keys().collect::<Vec<_>>(), vec![&key("b")]);
 }
 
 /// Every family with series of both kinds, every outcome and action, fetches, renders,
