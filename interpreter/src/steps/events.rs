@@ -267,7 +267,7 @@ mod tests {
         let minutes = |m: u64| t0 + Duration::from_secs(60 * m);
         let key = EventSink::key(&event("boom"), &regarding("a"), "boom");
         assert_eq!(sink.decide(&key, t0), Send::Create);
-        sink.remember(key.clone(), "a.1".into(), 1, t0);
+        sink.remember(key, "a.1".into(), 1, t0);
         assert_eq!(
             sink.decide(&key, minutes(5)),
             Send::Fold {
@@ -275,7 +275,7 @@ mod tests {
                 count: 2
             }
         );
-        sink.remember(key.clone(), "a.1".into(), 2, minutes(5));
+        sink.remember(key, "a.1".into(), 2, minutes(5));
         // Within the window of its last occurrence, not of its first.
         assert_eq!(
             sink.decide(&key, minutes(11)),
