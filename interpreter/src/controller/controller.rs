@@ -63,10 +63,18 @@ fn trigger_hash<K: Resource>(obj: &K) -> Option<u64> {
     Some(h.finish())
 }
 
-/// Nothing reads the releases' managedFields, and at a thousand releases they are a good
-/// part of what the stores hold.
-fn drop_managed_fields<K: Resource>(obj: &mut K) {
-    obj.meta_mut().managed_fields = None;
+/// `kubectl apply` (client-side) keeps the whole object it applied in this annotation.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops what nothing here reads from the copy the store keeps: the managedFields (at a
+/// thousand releases a good part of what the stores held) and `kubectl apply`'s copy of
+/// the whole release in an annotation (kilobytes per release for users who apply that way).
+fn trim_for_store<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = &mut meta.annotations {
+        annotations.remove(LAST_APPLIED);
+    }
 }
 
 fn watcher_config(settings: &Settings) -> watcher::Config {
@@ -99,7 +107,7 @@ where
     .default_backoff()
     .map(heartbeat(&rt.health, name))
     .map(dependents.follow(depends_on))
-    .modify(drop_managed_fields)
+    .modify(trim_for_store)
     .reflect(writer)
     .applied_objects()
     .predicate_filter(trigger_hash, PredicateConfig::default());
@@ -324,5 +332,41 @@ fn trigger_dependents(ctx: &Ctx, dep: &ReleaseKey) {
         let _ = ctx
             .rel_tx
             .unbounded_send(ObjectRef::new(&key.name).within(&key.namespace));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    use opm_core::constants::REQUESTED_AT_ANNOTATION;
+
+    #[test]
+    fn the_stored_copy_keeps_what_is_read_and_drops_the_rest() {
+        let mut r = Release::new("r", Default::default());
+        r.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        r.metadata.annotations = Some(
+            [
+                (LAST_APPLIED, "{\"apiVersion\":\"…\"}"),
+                (REQUESTED_AT_ANNOTATION, "now"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
+        );
+        r.metadata.labels = Some([("team".to_string(), "a".to_string())].into());
+        let before = trigger_hash(&r);
+        trim_for_store(&mut r);
+        assert_eq!(r.metadata.managed_fields, None);
+        let annotations = r.metadata.annotations.as_ref().expect("annotations");
+        assert_eq!(
+            annotations.keys().collect::<Vec<_>>(),
+            vec![REQUESTED_AT_ANNOTATION]
+        );
+        assert_eq!(r.metadata.labels.as_ref().map(|l| l.len()), Some(1));
+        assert_eq!(
+            trigger_hash(&r),
+            before,
+            "what starts an attempt is unchanged"
+        );
     }
 }
