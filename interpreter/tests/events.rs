@@ -104,3 +104,27 @@ async fn repeats_fold_into_a_series_and_a_gone_event_starts_a_new_one() {
         .expect("boom");
     assert_eq!(count(boom), 2);
 }
+
+#[tokio::test]
+async fn a_release_with_the_longest_name_still_gets_its_events() {
+    let env = TestEnv::global().await;
+    let ns = env.namespace().await.expect("namespace");
+    let sink = EventSink::new(ns.client.clone());
+    let api: Api<KEvent> = Api::namespaced(ns.client.clone(), &ns.name);
+    // 253 characters: the longest name a release may have; `<name>.<nanos>` would not fit.
+    let name = format!("{}-{}", "a".repeat(200), "b".repeat(52));
+    let regarding = ObjectReference {
+        api_version: Some("releases.opmodel.dev/v1alpha1".into()),
+        kind: Some("Release".into()),
+        namespace: Some(ns.name.clone()),
+        name: Some(name.clone()),
+        ..Default::default()
+    };
+    sink.publish(&warning("apply failed"), &regarding).await;
+    let evs = listed(&api).await;
+    assert_eq!(evs.len(), 1, "{evs:?}");
+    assert_eq!(
+        evs[0].regarding.as_ref().and_then(|r| r.name.as_deref()),
+        Some(name.as_str())
+    );
+}

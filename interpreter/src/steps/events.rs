@@ -185,10 +185,9 @@ impl EventSink {
         note: String,
     ) -> Result<(String, i32), KubeError> {
         let now = Timestamp::now();
-        let name = format!(
-            "{}.{:x}",
+        let name = event_name(
             regarding.name.as_deref().unwrap_or(FIELD_MANAGER),
-            now.as_nanosecond()
+            now.as_nanosecond(),
         );
         let ev = KubeEvent {
             metadata: ObjectMeta {
@@ -215,6 +214,20 @@ impl EventSink {
         api.create(&PostParams::default(), &ev).await?;
         Ok((name, 1))
     }
+}
+
+/// Longest object name the API accepts (a DNS subdomain).
+const NAME_MAX: usize = 253;
+
+/// `<regarding>.<nanoseconds in hex>`, as client-go names events; a release name near the
+/// limit is shortened (to a character that may end a DNS label) so the Event is accepted.
+fn event_name(regarding: &str, nanos: i128) -> String {
+    let suffix = format!(".{nanos:x}");
+    let mut base = truncate(regarding, NAME_MAX - suffix.len());
+    while base.ends_with(|c: char| !c.is_ascii_alphanumeric()) {
+        base.pop();
+    }
+    base + &suffix
 }
 
 /// Patches occurrence `count` of the Event `name` into its series.
@@ -326,6 +339,21 @@ mod tests {
         ));
         let oldest = EventSink::key(&event("x"), &regarding("r0"), "x");
         assert_eq!(sink.decide(&oldest, t0), Send::Create);
+    }
+
+    #[test]
+    fn event_names_fit_the_api_limit() {
+        assert_eq!(event_name("web", 0x1f), "web.1f");
+        let nanos = 1_796_300_000_000_000_000;
+        let long = format!("{}-{}", "a".repeat(230), "b".repeat(22));
+        assert_eq!(long.len(), 253);
+        let name = event_name(&long, nanos);
+        assert!(name.len() <= NAME_MAX, "{}", name.len());
+        assert!(name.starts_with(&"a".repeat(230)));
+        // Cut right after the '-': the label may not end with it.
+        let cut = event_name(&format!("{}-b", "a".repeat(235)), nanos);
+        assert!(cut.len() <= NAME_MAX);
+        assert!(!cut.contains("-."), "{cut}");
     }
 
     #[test]
