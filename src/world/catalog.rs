@@ -128,9 +128,17 @@ pub fn normalise_path(p: &str) -> String {
 }
 
 /// The shape `cue export` gives for a release package.
+/// Built by hand: `json!` would turn `components` into a new value through the serializer,
+/// a deep copy of every render.
 pub fn exported(name: &str, namespace: &str, components: Value) -> Value {
-    json!({"kind": "ModuleRelease", "metadata": {"name": name, "namespace": namespace},
-        "components": components})
+    let mut top = Map::new();
+    top.insert("kind".into(), Value::String("ModuleRelease".into()));
+    top.insert(
+        "metadata".into(),
+        json!({"name": name, "namespace": namespace}),
+    );
+    top.insert("components".into(), components);
+    Value::Object(top)
 }
 
 /// A CUE module version in the registry.
