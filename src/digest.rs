@@ -49,16 +49,15 @@ pub fn canonical_json(value: &Value) -> String {
 fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
             out.push(b'{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_json(k, out);
-                out.push(b':');
-                write_canonical(v, out);
+            // Without `preserve_order` the map already iterates sorted: only copy and sort
+            // the entries when it does not.
+            if map.keys().is_sorted() {
+                write_entries(map.iter(), out);
+            } else {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                write_entries(entries.into_iter(), out);
             }
             out.push(b'}');
         }
@@ -73,6 +72,17 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
             out.push(b']');
         }
         scalar => write_json(scalar, out),
+    }
+}
+
+fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
+    for (i, (k, v)) in entries.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json(k, out);
+        out.push(b':');
+        write_canonical(v, out);
     }
 }
 
@@ -122,12 +132,15 @@ pub fn inventory(entries: &[InventoryEntry]) -> String {
     }
     let mut sorted: Vec<&InventoryEntry> = entries.iter().collect();
     sorted.sort_by(|a, b| inventory_order(a).cmp(&inventory_order(b)));
-    let mut out = String::from("[");
+    // Written into one buffer, as canonical JSON is: a `format!` and a `Value` copy per
+    // field were most of this digest's cost, and it runs on every attempt.
+    let mut out = Vec::with_capacity(128 * sorted.len());
+    out.push(b'[');
     for (i, e) in sorted.into_iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push('{');
+        out.push(b'{');
         let fields = [
             ("group", &e.group),
             ("kind", &e.kind),
@@ -143,15 +156,18 @@ pub fn inventory(entries: &[InventoryEntry]) -> String {
                 continue;
             }
             if !first {
-                out.push(',');
+                out.push(b',');
             }
             first = false;
-            out.push_str(&format!("\"{k}\":{}", Value::String(v.clone())));
+            out.push(b'"');
+            out.extend_from_slice(k.as_bytes());
+            out.extend_from_slice(b"\":");
+            write_json(v.as_str(), &mut out);
         }
-        out.push('}');
+        out.push(b'}');
     }
-    out.push(']');
-    sha256(out.as_bytes())
+    out.push(b']');
+    sha256(&out)
 }
 
 #[cfg(test)]

@@ -26,15 +26,15 @@ pub struct ReleaseIdentity {
     pub uuid: String,
 }
 
-/// Namespace of the release UUIDs: UUIDv5 of `releases.opmodel.dev` in the DNS namespace.
-fn uuid_namespace() -> uuid::Uuid {
-    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, b"releases.opmodel.dev")
-}
+/// Namespace of the release UUIDs: UUIDv5 of `releases.opmodel.dev` in the DNS namespace
+/// (`8ba3ccbe-e2a0-5939-9e2c-6337d226ad89`), written out because every attempt derives
+/// its release's UUID from it; a test checks it against the derivation.
+const UUID_NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x8ba3ccbe_e2a0_5939_9e2c_6337d226ad89);
 
 /// UUIDv5 of `<kind>/<namespace>/<name>` (SPEC §6); also `status.releaseUUID`.
 pub fn release_uuid(kind: Kind, namespace: &str, name: &str) -> String {
     let id = format!("{}/{namespace}/{name}", kind.as_str());
-    uuid::Uuid::new_v5(&uuid_namespace(), id.as_bytes()).to_string()
+    uuid::Uuid::new_v5(&UUID_NAMESPACE, id.as_bytes()).to_string()
 }
 
 /// Kinds that are cluster-scoped in every Kubernetes, in addition to what the interpreter

@@ -114,21 +114,31 @@ fn parse_or(s: Option<&str>, default: Duration) -> Duration {
 }
 
 impl Ctx {
-    pub(super) fn from_object(key: ReleaseKey, obj: &ReleaseObject) -> Self {
-        let meta = obj.meta();
-        let common = obj.common().clone();
-        let spec = match obj {
-            ReleaseObject::ModuleRelease(m) => SourceSpec::Module {
-                module: m.spec.module.clone(),
-                values: m.spec.values.clone(),
-                values_from: m.spec.values_from.clone(),
-            },
-            ReleaseObject::Release(r) => SourceSpec::Package {
-                source_ref: r.spec.source_ref.clone(),
-                path: r.spec.path.clone(),
-            },
+    /// Takes the observed object by value: its spec and status move into the context
+    /// rather than being copied (every attempt starts here).
+    pub(super) fn from_object(key: ReleaseKey, obj: ReleaseObject) -> Self {
+        let (meta, common, spec, status) = match obj {
+            ReleaseObject::ModuleRelease(m) => (
+                m.metadata,
+                m.spec.common,
+                SourceSpec::Module {
+                    module: m.spec.module,
+                    values: m.spec.values,
+                    values_from: m.spec.values_from,
+                },
+                m.status,
+            ),
+            ReleaseObject::Release(r) => (
+                r.metadata,
+                r.spec.common,
+                SourceSpec::Package {
+                    source_ref: r.spec.source_ref,
+                    path: r.spec.path,
+                },
+                r.status,
+            ),
         };
-        let persisted = obj.status().cloned().unwrap_or_default();
+        let persisted = status.unwrap_or_default();
         let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).cloned();
         // Clamped to SPEC §24's bounds: a value the CRD should have refused never becomes a
         // requeue or deadline the interpreter cannot add to a clock.
@@ -244,7 +254,7 @@ mod bound_tests {
         mr.spec.common.interval = interval.map(str::to_string);
         mr.spec.common.timeout = timeout.map(str::to_string);
         let obj = ReleaseObject::ModuleRelease(mr);
-        Ctx::from_object(obj.key(), &obj)
+        Ctx::from_object(obj.key(), obj)
     }
 
     #[test]

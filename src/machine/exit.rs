@@ -268,6 +268,10 @@ impl Attempt {
     pub(super) fn noop_exit(&mut self) {
         self.mark_succeeded();
         self.event(EventType::Normal, Reason::NoOp, "No changes detected");
+        // A NoOp never touches the history, the bulk of a status, and most NoOps change
+        // nothing at all: the status is built and compared without it, and the history is
+        // copied only when there is something to commit.
+        let history = std::mem::take(&mut self.ctx.persisted.history);
         let mut s = self.base_status();
         status::update_counters(
             &mut s.failure_counters,
@@ -277,17 +281,22 @@ impl Attempt {
             self.ctx.drift_ok,
         );
         s.next_retry_at = None;
+        let unchanged = s == self.ctx.persisted;
+        self.ctx.persisted.history = history;
         let metrics = vec![self.reconcile_metric(Outcome::NoOp)];
         let requeue = Some(self.ctx.interval);
-        self.commit(
-            s,
-            After::Done(DoneInfo {
-                outcome: Outcome::NoOp,
-                reason: Reason::NoOp,
-                requeue,
-                metrics,
-            }),
-        );
+        let after = After::Done(DoneInfo {
+            outcome: Outcome::NoOp,
+            reason: Reason::NoOp,
+            requeue,
+            metrics,
+        });
+        if unchanged {
+            // What `commit` does with a status equal to the persisted one.
+            return self.after_patch(after);
+        }
+        s.history = self.ctx.persisted.history.clone();
+        self.commit(s, after);
     }
 
     /// A finalizer patch failed: nothing was committed; retry with backoff.

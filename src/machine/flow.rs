@@ -31,7 +31,7 @@ impl Attempt {
         if k.namespace.is_empty() {
             k.namespace = key.namespace;
         }
-        self.ctx = Ctx::from_object(k, &obj);
+        self.ctx = Ctx::from_object(k, *obj);
         self.deadline = add(self.start, self.ctx.timeout);
         self.ctx.service_account = impersonation::effective_service_account(
             self.ctx.common.service_account_name.as_deref(),

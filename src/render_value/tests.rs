@@ -16,6 +16,14 @@ fn exported(components: Value) -> Value {
 }
 
 #[test]
+fn uuid_namespace_is_the_v5_of_the_operator_domain() {
+    assert_eq!(
+        UUID_NAMESPACE,
+        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, b"releases.opmodel.dev")
+    );
+}
+
+#[test]
 fn uuid_is_stable_v5() {
     let u = release_uuid(Kind::ModuleRelease, "demo", "web");
     assert_eq!(u, release_uuid(Kind::ModuleRelease, "demo", "web"));

@@ -128,9 +128,17 @@ pub fn normalise_path(p: &str) -> String {
 }
 
 /// The shape `cue export` gives for a release package.
+/// Built by hand: `json!` would turn `components` into a new value through the serializer,
+/// a deep copy of every render.
 pub fn exported(name: &str, namespace: &str, components: Value) -> Value {
-    json!({"kind": "ModuleRelease", "metadata": {"name": name, "namespace": namespace},
-        "components": components})
+    let mut top = Map::new();
+    top.insert("kind".into(), Value::String("ModuleRelease".into()));
+    top.insert(
+        "metadata".into(),
+        json!({"name": name, "namespace": namespace}),
+    );
+    top.insert("components".into(), components);
+    Value::Object(top)
 }
 
 /// A CUE module version in the registry.
@@ -228,21 +236,25 @@ fn same_type(a: &Value, b: &Value) -> bool {
     std::mem::discriminant(a) == std::mem::discriminant(b)
 }
 
+/// The template with its placeholders filled: copied whole (a map copy is one allocation
+/// per node), then only the strings holding a placeholder are rewritten in place. Every
+/// render of every attempt runs this; rebuilding each map entry by entry cost twice as much.
 fn substitute(v: &Value, name: &str, ns: &str, config: &Value) -> Value {
+    let mut out = v.clone();
+    substitute_in_place(&mut out, name, ns, config);
+    out
+}
+
+fn substitute_in_place(v: &mut Value, name: &str, ns: &str, config: &Value) {
     match v {
-        Value::String(s) => substitute_str(s, name, ns, config),
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|i| substitute(i, name, ns, config))
-                .collect(),
-        ),
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, i)| (k.clone(), substitute(i, name, ns, config)))
-                .collect(),
-        ),
-        other => other.clone(),
+        Value::String(s) if s.contains("${") => *v = substitute_str(s, name, ns, config),
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|i| substitute_in_place(i, name, ns, config)),
+        Value::Object(m) => m
+            .values_mut()
+            .for_each(|i| substitute_in_place(i, name, ns, config)),
+        _ => {}
     }
 }
 

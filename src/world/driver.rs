@@ -206,9 +206,9 @@ impl World {
     /// attempt, moving the clock to its time (never backwards).
     pub fn step(&mut self) -> Result<Step, WorldError> {
         let ev = self.schedule.keys().next().copied();
-        let at = self.queue.iter().next().cloned();
+        let at = self.queue.first().map(|(t, _)| *t);
         let event_first = match (&ev, &at) {
-            (Some((te, _)), Some((ta, _))) => te <= ta,
+            (Some((te, _)), Some(ta)) => te <= ta,
             (Some(_), None) => true,
             (None, _) => false,
         };
@@ -220,7 +220,11 @@ impl World {
                 self.apply_event(event)?;
                 Ok(Step::Event(t))
             }
-            (_, Some((t, key))) => {
+            (_, Some(_)) => {
+                // Taken off the queue here (the attempt would clear it anyway), so its key
+                // is moved out rather than copied.
+                let (t, key) = self.queue.pop_first().expect("queue checked non-empty");
+                self.due.remove(&key);
                 self.now = self.now.max(t);
                 self.run_attempt(&key)?;
                 Ok(Step::Attempt(key))

@@ -304,7 +304,12 @@ impl Releases {
     ) -> Result<ReleaseStatus, ApiError> {
         let o = self.object_mut(key)?;
         let status = status_mut(o);
-        let mut v = serde_json::to_value(status.clone().unwrap_or_default()).unwrap_or(Value::Null);
+        // Serialised where it lies: a copy of the status first was wasted.
+        let current = match status {
+            Some(s) => serde_json::to_value(&*s),
+            None => serde_json::to_value(ReleaseStatus::default()),
+        };
+        let mut v = current.unwrap_or(Value::Null);
         merge_patch(&mut v, patch);
         let new: ReleaseStatus = serde_json::from_value(v).map_err(|e| ApiError::Invalid {
             message: format!("status is invalid: {e}"),

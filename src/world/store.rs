@@ -9,6 +9,7 @@
 //! same value shares ownership, and a field the manager stops applying is removed once no
 //! manager owns it.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -169,14 +170,15 @@ fn field_refs(manifest: &Value) -> Vec<(FieldRef<'_>, &Value)> {
     }
     // Stable, so equal paths keep their order; then keep the last of each run.
     out.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut deduped: Vec<(FieldRef<'_>, &Value)> = Vec::with_capacity(out.len());
-    for (path, v) in out {
-        match deduped.last_mut() {
-            Some(last) if last.0 == path => last.1 = v,
-            _ => deduped.push((path, v)),
+    // In place: the one kept of each run takes the value of the run's last.
+    out.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 = later.1;
         }
-    }
-    deduped
+        same
+    });
+    out
 }
 
 /// Storage key: (group, kind, namespace, name). The version is not part of identity.
@@ -579,12 +581,22 @@ impl Store {
         fn path(f: &FieldPath) -> (&str, &str) {
             (f.top.as_str(), f.sub.as_str())
         }
+        // One comparison of paths per step (a `<` then a `!=` compared each path twice;
+        // these comparisons were most of the drift check).
         let mut live_fields = live.fields.iter().peekable();
         let changed = desired.iter().any(|(want, v)| {
-            while live_fields.next_if(|(f, _)| path(f) < *want).is_some() {}
-            live_fields
-                .peek()
-                .is_none_or(|(f, lv)| path(f) != *want || *lv != *v)
+            loop {
+                let Some((f, lv)) = live_fields.peek() else {
+                    return true;
+                };
+                match path(f).cmp(want) {
+                    Ordering::Less => {
+                        live_fields.next();
+                    }
+                    Ordering::Equal => return *lv != *v,
+                    Ordering::Greater => return true,
+                }
+            }
         });
         if changed {
             return true;
@@ -592,9 +604,17 @@ impl Store {
         let mut wanted = desired.iter().map(|(w, _)| w).peekable();
         live.owners.iter().any(|(f, set)| {
             let have = path(f);
-            while wanted.next_if(|w| **w < have).is_some() {}
+            let still_wanted = loop {
+                match wanted.peek().map(|w| (**w).cmp(&have)) {
+                    Some(Ordering::Less) => {
+                        wanted.next();
+                    }
+                    Some(Ordering::Equal) => break true,
+                    Some(Ordering::Greater) | None => break false,
+                }
+            };
             // The cheap test first: most owned fields are still wanted.
-            wanted.peek().is_none_or(|w| **w != have) && set.contains(manager)
+            !still_wanted && set.contains(manager)
         })
     }
 
