@@ -9,7 +9,7 @@ use kube::api::{DeleteParams, ListParams};
 use opm_core::reason::Reason;
 use opm_core::{Event, EventType};
 use opm_operator::steps::events::EventSink;
-use opm_testenv::TestEnv;
+use opm_testenv::{TestEnv, TestNamespace};
 
 fn warning(note: &str) -> Event {
     Event {
@@ -30,20 +30,29 @@ fn count(e: &KEvent) -> i32 {
     e.series.as_ref().map_or(1, |s| s.count)
 }
 
-#[tokio::test]
-async fn repeats_fold_into_a_series_and_a_gone_event_starts_a_new_one() {
-    let env = TestEnv::global().await;
-    let ns = env.namespace().await.expect("namespace");
+/// A fresh namespace, a publisher, the namespace's Events, and a Release `name` there.
+async fn setup(name: &str) -> (TestNamespace, EventSink, Api<KEvent>, ObjectReference) {
+    let ns = TestEnv::global()
+        .await
+        .namespace()
+        .await
+        .expect("namespace");
     let sink = EventSink::new(ns.client.clone());
     let api: Api<KEvent> = Api::namespaced(ns.client.clone(), &ns.name);
     let regarding = ObjectReference {
         api_version: Some("releases.opmodel.dev/v1alpha1".into()),
         kind: Some("Release".into()),
         namespace: Some(ns.name.clone()),
-        name: Some("r".into()),
+        name: Some(name.into()),
         uid: Some("00000000-0000-0000-0000-000000000001".into()),
         ..Default::default()
     };
+    (ns, sink, api, regarding)
+}
+
+#[tokio::test]
+async fn repeats_fold_into_a_series_and_a_gone_event_starts_a_new_one() {
+    let (_ns, sink, api, regarding) = setup("r").await;
 
     sink.publish(&warning("apply failed: boom"), &regarding)
         .await;
@@ -107,19 +116,9 @@ async fn repeats_fold_into_a_series_and_a_gone_event_starts_a_new_one() {
 
 #[tokio::test]
 async fn a_release_with_the_longest_name_still_gets_its_events() {
-    let env = TestEnv::global().await;
-    let ns = env.namespace().await.expect("namespace");
-    let sink = EventSink::new(ns.client.clone());
-    let api: Api<KEvent> = Api::namespaced(ns.client.clone(), &ns.name);
     // 253 characters: the longest name a release may have; `<name>.<nanos>` would not fit.
     let name = format!("{}-{}", "a".repeat(200), "b".repeat(52));
-    let regarding = ObjectReference {
-        api_version: Some("releases.opmodel.dev/v1alpha1".into()),
-        kind: Some("Release".into()),
-        namespace: Some(ns.name.clone()),
-        name: Some(name.clone()),
-        ..Default::default()
-    };
+    let (_ns, sink, api, regarding) = setup(&name).await;
     sink.publish(&warning("apply failed"), &regarding).await;
     let evs = listed(&api).await;
     assert_eq!(evs.len(), 1, "{evs:?}");

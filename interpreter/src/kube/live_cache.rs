@@ -23,6 +23,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::kube::compare;
+use crate::kube::short_key::{ShortKey, short_key};
 
 /// Beyond this many objects the cache starts over (a safety bound, not a working size).
 const MAX_ENTRIES: usize = 200_000;
@@ -53,23 +54,14 @@ impl Seen {
 }
 
 /// An object's identity as a cache key: a digest of its [`ResourceId`].
-type Key = [u8; 16];
-
-fn key(id: &ResourceId) -> Key {
-    let mut h = Sha256::new();
-    for part in [&id.group, &id.kind, &id.namespace, &id.name, &id.version] {
-        h.update(part.as_bytes());
-        h.update([0]);
-    }
-    let mut k = [0; 16];
-    k.copy_from_slice(&h.finalize()[..16]);
-    k
+fn key(id: &ResourceId) -> ShortKey {
+    short_key([&id.group, &id.kind, &id.namespace, &id.name, &id.version].map(String::as_str))
 }
 
 /// Live object versions by object identity.
 #[derive(Debug, Default)]
 pub struct LiveCache {
-    seen: Mutex<HashMap<Key, Seen>>,
+    seen: Mutex<HashMap<ShortKey, Seen>>,
 }
 
 impl LiveCache {
@@ -98,7 +90,7 @@ impl LiveCache {
         self.put(key(id), seen);
     }
 
-    fn put(&self, key: Key, seen: Seen) {
+    fn put(&self, key: ShortKey, seen: Seen) {
         let mut map = self.lock();
         if map.len() >= MAX_ENTRIES && !map.contains_key(&key) {
             map.clear();
@@ -146,7 +138,7 @@ impl LiveCache {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Seen>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ShortKey, Seen>> {
         self.seen.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -11,3 +11,4 @@ pub(crate) mod live_cache;
 pub(crate) mod object_watch;
 pub(crate) mod observed;
 pub mod releases;
+pub(crate) mod short_key;

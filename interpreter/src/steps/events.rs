@@ -13,7 +13,7 @@
 //! fleet. Entries idle past the window are swept from the least recently used end, so the
 //! map holds the events of the last minutes, not the fleet's.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -24,7 +24,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Error as KubeError};
 use opm_core::constants::FIELD_MANAGER;
 use opm_core::{Event, EventType};
-use sha2::{Digest, Sha256};
+
+use crate::kube::short_key::{ShortKey, short_key};
 
 /// Longest note the API accepts, in bytes.
 const NOTE_MAX: usize = 1024;
@@ -38,11 +39,10 @@ const RECENT: usize = 32 * 1024;
 /// (kube-runtime's and client-go's window); older entries hold nothing that can fold.
 const FOLDING_WINDOW: Duration = Duration::from_secs(6 * 60);
 
-/// What makes two events the same event (the object they regard, and what they say), as a
-/// 128-bit digest: an entry is remembered per recent event, and the fields themselves
-/// (names, reason, action, a note of up to a kilobyte) would be most of its size. Two
-/// events share a key only if they are the same event, short of a SHA-256 collision.
-type Key = [u8; 16];
+/// What makes two events the same event (the object they regard, and what they say), as
+/// a [`short_key`]: an entry is remembered per recent event, and the fields themselves
+/// (names, reason, action, a note of up to a kilobyte) would be most of its size.
+type Key = ShortKey;
 
 /// An Event that a repeat folds into.
 #[derive(Debug, Clone)]
@@ -82,33 +82,28 @@ impl EventSink {
     }
 
     fn key(event: &Event, regarding: &ObjectReference, note: &str) -> Key {
-        let mut h = Sha256::new();
         let warning = event.event_type == EventType::Warning;
-        for part in [
-            regarding.kind.as_deref(),
-            regarding.namespace.as_deref(),
-            regarding.name.as_deref(),
-            regarding.uid.as_deref(),
-            Some(if warning { "Warning" } else { "Normal" }),
-            Some(event.reason.as_str()),
-            Some(event.action.as_str()),
-            Some(note),
-        ] {
-            // Length-prefixed, so that no two sequences of parts run into each other.
-            let part = part.unwrap_or_default();
-            h.update((part.len() as u64).to_le_bytes());
-            h.update(part.as_bytes());
-        }
-        let mut key = [0; 16];
-        key.copy_from_slice(&h.finalize()[..16]);
-        key
+        short_key([
+            regarding.kind.as_deref().unwrap_or_default(),
+            regarding.namespace.as_deref().unwrap_or_default(),
+            regarding.name.as_deref().unwrap_or_default(),
+            regarding.uid.as_deref().unwrap_or_default(),
+            if warning { "Warning" } else { "Normal" },
+            event.reason.as_str(),
+            event.action.as_str(),
+            note,
+        ])
+    }
+
+    fn lock(&self) -> MutexGuard<'_, lru::LruCache<Key, Recent>> {
+        self.recent.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether `key` at `now` folds into a recent Event; first forgets the entries idle
     /// past the window (the least recently used come first, so the sweep stops at the
     /// first recent one).
     fn decide(&self, key: &Key, now: Instant) -> Send {
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recent = self.lock();
         while let Some((_, r)) = recent.peek_lru() {
             if now.saturating_duration_since(r.last) <= FOLDING_WINDOW {
                 break;
@@ -126,7 +121,7 @@ impl EventSink {
 
     /// Remembers that the Event `name` now stands at `count` occurrences.
     fn remember(&self, key: Key, name: String, count: i32, now: Instant) {
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recent = self.lock();
         recent.put(
             key,
             Recent {
@@ -142,7 +137,7 @@ impl EventSink {
 
     /// Forgets `key` (its Event is gone or could not be written).
     fn forget(&self, key: &Key) {
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recent = self.lock();
         recent.pop(key);
     }
 
