@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::time::Duration;
 
 use opm_core::api::ReleaseStatus;
@@ -34,6 +34,9 @@ const OUTCOMES: [Outcome; 6] = [
     Outcome::FailedStalled,
     Outcome::Progressing,
 ];
+/// The `outcome` label of each of [`OUTCOMES`] (made once, not at every scrape).
+static OUTCOME_LABELS: LazyLock<[&str; OUTCOMES.len()]> =
+    LazyLock::new(|| OUTCOMES.map(Outcome::metric_label));
 /// Every action label, in the order of [`Series::apply_resources`].
 const ACTIONS: [&str; 3] = ["created", "updated", "unchanged"];
 
@@ -123,7 +126,7 @@ enum Values<'a> {
     Gauge(Option<i64>),
     Histogram(Option<&'a Hist>),
     /// Counters by one more label (`outcome`, `action`): its name, values and series.
-    CountersBy(&'static str, Vec<&'static str>, &'a [Option<u64>]),
+    CountersBy(&'static str, &'static [&'static str], &'a [Option<u64>]),
 }
 
 impl Values<'_> {
@@ -177,10 +180,7 @@ fn families() -> Vec<FamilyDef> {
             "opm_controller_reconcile",
             "Reconcile attempts by outcome",
             MetricType::Counter,
-            |s| {
-                let outcomes = OUTCOMES.iter().map(|o| o.metric_label()).collect();
-                Values::CountersBy("outcome", outcomes, &s.reconcile)
-            },
+            |s| Values::CountersBy("outcome", &*OUTCOME_LABELS, &s.reconcile),
         ),
         hist(
             "opm_controller_reconcile_duration_seconds",
@@ -192,7 +192,7 @@ fn families() -> Vec<FamilyDef> {
             "opm_controller_apply_resources",
             "Objects applied, by what the apply did",
             MetricType::Counter,
-            |s| Values::CountersBy("action", ACTIONS.to_vec(), &s.apply_resources),
+            |s| Values::CountersBy("action", &ACTIONS, &s.apply_resources),
         ),
         def(
             "opm_controller_prune_resources",
