@@ -65,18 +65,29 @@ pub fn cache_dir_for(base: &Path, digest: &str) -> PathBuf {
 }
 
 /// Does `cue`'s message say the registry refused the credentials (HTTP 401/403)?
+///
+/// A status code counts only as a number of its own: a registry address such as
+/// `127.0.0.1:40331` holds "403" too, and a connection refused there is transient.
 pub fn says_refused(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
-    [
-        "401",
-        "403",
-        "unauthorized",
-        "forbidden",
-        "denied",
-        "authentication required",
-    ]
-    .iter()
-    .any(|k| m.contains(k))
+    let code = |c: &str| {
+        m.match_indices(c).any(|(i, _)| {
+            let before = m[..i].chars().next_back();
+            let after = m[i + c.len()..].chars().next();
+            !before.is_some_and(|b| b.is_ascii_digit() || b == ':')
+                && !after.is_some_and(|a| a.is_ascii_digit())
+        })
+    };
+    code("401")
+        || code("403")
+        || [
+            "unauthorized",
+            "forbidden",
+            "denied",
+            "authentication required",
+        ]
+        .iter()
+        .any(|k| m.contains(k))
 }
 
 /// A failed pull whose message says the credentials were refused becomes a
@@ -105,6 +116,20 @@ pub fn refused_credentials(e: RenderError) -> RenderError {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_status_code_counts_only_as_a_number_of_its_own() {
+        use super::says_refused;
+        assert!(says_refused("GET /v2/x: 401 Unauthorized"));
+        assert!(says_refused("unexpected status 403"));
+        assert!(!says_refused(
+            "Get \"http://127.0.0.1:40331/v2/m\": dial tcp 127.0.0.1:40331: connect: connection refused"
+        ));
+        assert!(!says_refused(
+            "dial tcp 10.0.0.1:403: connect: connection refused"
+        ));
+        assert!(!says_refused("digest sha256:a4011f: 14030 bytes"));
+    }
+
     use super::*;
 
     #[test]
