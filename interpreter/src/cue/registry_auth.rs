@@ -66,28 +66,36 @@ pub fn cache_dir_for(base: &Path, digest: &str) -> PathBuf {
 
 /// Does `cue`'s message say the registry refused the credentials (HTTP 401/403)?
 ///
-/// A status code counts only as a number of its own: a registry address such as
-/// `127.0.0.1:40331` holds "403" too, and a connection refused there is transient.
+/// A code or word counts only as a token of its own: the message also quotes addresses
+/// and module paths, which a tenant chooses. `127.0.0.1:40331` holds "403" and
+/// `example.com/denied-mods@v0` holds "denied", and an unreachable registry there is
+/// transient, not refused credentials.
 pub fn says_refused(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
-    let code = |c: &str| {
-        m.match_indices(c).any(|(i, _)| {
+    // Characters that continue an address, a path or a number (a '.' only when more of
+    // the name follows it, so "access denied." still ends a sentence).
+    let joins = |c: char| c.is_ascii_alphanumeric() || "-_/@".contains(c);
+    let standalone = |token: &str| {
+        m.match_indices(token).any(|(i, _)| {
             let before = m[..i].chars().next_back();
-            let after = m[i + c.len()..].chars().next();
-            !before.is_some_and(|b| b.is_ascii_digit() || b == ':')
-                && !after.is_some_and(|a| a.is_ascii_digit())
+            let mut rest = m[i + token.len()..].chars();
+            let after = match rest.next() {
+                Some('.') => rest.next().filter(|&c| joins(c)),
+                other => other,
+            };
+            !before.is_some_and(|b| joins(b) || b == '.' || b == ':') && !after.is_some_and(joins)
         })
     };
-    code("401")
-        || code("403")
-        || [
-            "unauthorized",
-            "forbidden",
-            "denied",
-            "authentication required",
-        ]
-        .iter()
-        .any(|k| m.contains(k))
+    [
+        "401",
+        "403",
+        "unauthorized",
+        "forbidden",
+        "denied",
+        "authentication required",
+    ]
+    .iter()
+    .any(|t| standalone(t))
 }
 
 /// A failed pull whose message says the credentials were refused becomes a
@@ -128,6 +136,30 @@ mod tests {
             "dial tcp 10.0.0.1:403: connect: connection refused"
         ));
         assert!(!says_refused("digest sha256:a4011f: 14030 bytes"));
+        assert!(!says_refused(
+            "GET http://example.com/v2/m/403/x: connection reset"
+        ));
+    }
+
+    #[test]
+    fn a_word_counts_only_outside_an_address_or_path() {
+        use super::says_refused;
+        assert!(says_refused(
+            "DENIED: requested access to the resource is denied"
+        ));
+        assert!(says_refused(r#"{"errors":[{"code":"UNAUTHORIZED"}]}"#));
+        assert!(says_refused("403 Forbidden"));
+        assert!(says_refused("pull failed: access denied."));
+        assert!(says_refused("unexpected: authentication required"));
+        assert!(!says_refused(
+            "cannot fetch example.com/denied-mods@v0.1.0: dial tcp: lookup example.com: no such host"
+        ));
+        assert!(!says_refused(
+            "module registry.local/forbidden/app@v0: i/o timeout"
+        ));
+        assert!(!says_refused(
+            "module unauthorized.example/x@v0: i/o timeout"
+        ));
     }
 
     use super::*;
