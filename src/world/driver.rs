@@ -13,8 +13,10 @@ use crate::input::{Input, InputKind};
 use crate::machine::Attempt;
 use crate::object::ReleaseKey;
 use crate::outcome::Outcome;
+use crate::reason::Reason;
 
 use super::log::AttemptLog;
+use super::memo::Recording;
 use super::{Retention, World, WorldError, add};
 
 /// What [`World::step`] did.
@@ -83,8 +85,108 @@ impl World {
     fn attempt(&mut self, key: &ReleaseKey) -> Result<AttemptLog, WorldError> {
         self.clear_due(key);
         let started_at = self.now;
+        let memoise = self.memo && self.retention == Retention::Timeline;
+        let version = self
+            .releases
+            .get(key)
+            .and_then(|o| o.meta().resource_version.clone());
+        let remembered = match self.memos.get(key) {
+            Some(m) if memoise && version.is_some() && m.holds(self, key, version.as_deref()) => {
+                Some((m.outcome, m.reason, m.requeue_after, m.steps))
+            }
+            _ => None,
+        };
+        let (found, (outcome, reason, requeue_after), steps, inputs, batches) = match remembered {
+            Some((outcome, reason, requeue_after, steps)) => {
+                // The same attempt as last time: its metrics again, and nothing else (its
+                // events are not kept with `Retention::Timeline`).
+                if let Some(memo) = self.memos.get(key) {
+                    for m in memo.metrics() {
+                        self.metrics.record(key, m);
+                    }
+                }
+                self.current = Default::default();
+                (
+                    true,
+                    (outcome, reason, requeue_after),
+                    steps,
+                    Vec::new(),
+                    Vec::new(),
+                )
+            }
+            None => {
+                let (found, done, steps, inputs, batches) =
+                    self.run_machine(key, memoise, version)?;
+                (found, done, steps as u32, inputs, batches)
+            }
+        };
+        // SPEC §21: as the operator does, at the attempt's end (its last metrics included).
+        if crate::triggers::forgets_series(found, reason) {
+            self.metrics.forget(key);
+        }
+        let mut requeue = requeue_after;
+        if self.jitter
+            && matches!(
+                outcome,
+                Outcome::NoOp | Outcome::Applied | Outcome::AppliedAndPruned
+            )
+            && let Some(d) = requeue
+        {
+            // ±5 %, in thousandths.
+            let factor = 950 + self.rng.below(101) as u32;
+            requeue = Some(d * factor / 1000);
+        }
+        if let Some(d) = requeue
+            && self.releases.get(key).is_some()
+        {
+            let at = add(self.now, d);
+            // A watch trigger during the attempt keeps its earlier time.
+            if self.due.get(key).is_none_or(|t| *t > at) {
+                self.set_due(key, at);
+            }
+        }
+        let current = std::mem::take(&mut self.current);
+        let id = self.attempts_run();
+        Ok(AttemptLog {
+            id,
+            key: key.clone(),
+            started_at,
+            finished_at: self.now,
+            steps,
+            inputs,
+            batches,
+            outcome: Some(outcome),
+            reason: reason.to_string(),
+            requeue_after,
+            status: self.releases.get(key).and_then(|o| o.status().cloned()),
+            deleted: current.deleted,
+            status_mismatches: current.status_mismatches,
+        })
+    }
+
+    /// Runs the core for one attempt of `key`, drained to `Done`: whether the release was
+    /// found, the `Done`, the steps, and (with `Retention::Full`) the exchange. With
+    /// `memoise`, a NoOp that only read the world is remembered for the next attempt.
+    #[allow(clippy::type_complexity)]
+    fn run_machine(
+        &mut self,
+        key: &ReleaseKey,
+        memoise: bool,
+        version: Option<String>,
+    ) -> Result<
+        (
+            bool,
+            (Outcome, Reason, Option<std::time::Duration>),
+            usize,
+            Vec<Input>,
+            Vec<Vec<Effect>>,
+        ),
+        WorldError,
+    > {
+        let started_at = self.now;
         let object = self.releases.get(key).cloned().map(Box::new);
         let found = object.is_some();
+        let mut recording = (memoise && found).then(Recording::default);
         let first = Input::new(
             started_at,
             InputKind::Observed {
@@ -109,6 +211,9 @@ impl World {
             check_batch(key, &batch)?;
             let mut answer = None;
             for e in &batch {
+                if let Some(r) = recording.as_mut() {
+                    r.note(self, e);
+                }
                 // Each effect is bounded as the operator bounds it (`Attempt::bound`): the
                 // finishing ones outlive the attempt's deadline by their own allowance.
                 self.current.deadline = Some(add(self.now, machine.bound(self.now, e)));
@@ -147,49 +252,20 @@ impl World {
             })?;
             steps += 1;
         };
-        let (outcome, reason, requeue_after) = done;
-        // SPEC §21: as the operator does, at the attempt's end (its last metrics included).
-        if crate::triggers::forgets_series(found, reason) {
-            self.metrics.forget(key);
-        }
-        let mut requeue = requeue_after;
-        if self.jitter
-            && matches!(
-                outcome,
-                Outcome::NoOp | Outcome::Applied | Outcome::AppliedAndPruned
-            )
-            && let Some(d) = requeue
-        {
-            // ±5 %, in thousandths.
-            let factor = 950 + self.rng.below(101) as u32;
-            requeue = Some(d * factor / 1000);
-        }
-        if let Some(d) = requeue
-            && self.releases.get(key).is_some()
-        {
-            let at = add(self.now, d);
-            // A watch trigger during the attempt keeps its earlier time.
-            if self.due.get(key).is_none_or(|t| *t > at) {
-                self.set_due(key, at);
+        if let Some(r) = recording {
+            let clean = !self.current.faulted && self.now == started_at;
+            match r.finish(self, version, done, steps as u32, clean) {
+                Some(m) => {
+                    self.memos.insert(key.clone(), m);
+                }
+                None => {
+                    self.memos.remove(key);
+                }
             }
+        } else if memoise {
+            self.memos.remove(key);
         }
-        let current = std::mem::take(&mut self.current);
-        let id = self.attempts_run();
-        Ok(AttemptLog {
-            id,
-            key: key.clone(),
-            started_at,
-            finished_at: self.now,
-            steps: steps as u32,
-            inputs,
-            batches,
-            outcome: Some(outcome),
-            reason: reason.to_string(),
-            requeue_after,
-            status: self.releases.get(key).and_then(|o| o.status().cloned()),
-            deleted: current.deleted,
-            status_mismatches: current.status_mismatches,
-        })
+        Ok((found, done, steps, inputs, batches))
     }
 
     /// When the next thing happens: a scheduled event or a due attempt.

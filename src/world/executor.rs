@@ -60,7 +60,7 @@ pub struct Metrics {
 impl Metrics {
     /// Single-key series are looked up before inserting, so a release's key is copied
     /// only the first time: this runs for every metric of every attempt.
-    fn record(&mut self, key: &ReleaseKey, m: &Metric) {
+    pub(crate) fn record(&mut self, key: &ReleaseKey, m: &Metric) {
         match m {
             Metric::Reconcile { outcome, duration } => {
                 *self
@@ -156,6 +156,8 @@ fn serialized_len(value: &Value) -> u64 {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Current {
     pub deadline: Option<Timestamp>,
+    /// A fault (error, delay or deadline) hit one of the attempt's effects.
+    pub faulted: bool,
     pub deleted: Vec<ResourceId>,
     pub status_mismatches: u32,
 }
@@ -187,11 +189,13 @@ impl World {
         let mut fault = self
             .faults
             .take(effect.kind(), key, self.now, &mut self.rng);
+        self.current.faulted |= fault.is_some();
         if let Some(FaultError::Delay { duration }) = fault {
             self.now = add(self.now, duration);
             fault = None;
         }
         if self.current.deadline.is_some_and(|d| self.now >= d) {
+            self.current.faulted = true;
             fault = Some(FaultError::api(ApiError::Timeout {
                 message: "context deadline exceeded".into(),
             }));
@@ -444,6 +448,7 @@ impl World {
         if spec["scope"].as_str() == Some("Cluster")
             && let (Some(g), Some(k)) = (spec["group"].as_str(), spec["names"]["kind"].as_str())
         {
+            self.epoch += 1;
             self.store.add_cluster_scoped(GroupKind {
                 group: g.to_string(),
                 kind: k.to_string(),

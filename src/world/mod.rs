@@ -35,6 +35,7 @@ mod faults;
 pub mod fixtures;
 mod health;
 mod log;
+mod memo;
 mod prng;
 mod rbac;
 mod releases;
@@ -150,6 +151,14 @@ pub struct World {
     rollouts: BTreeMap<String, health::SimRollout>,
     /// Last apply of each object: its rollout's start (looked up, never walked).
     applied_at: store::FixedHashMap<(String, String, String, String), Timestamp>,
+    /// Bumped by every scheduled event and setup change, and by anything else an attempt
+    /// reads that no resource version covers (see [`memo`]).
+    epoch: u64,
+    /// Whether NoOp attempts may be answered from [`World::memos`] (with
+    /// [`Retention::Timeline`] only).
+    memo: bool,
+    /// The last memoisable attempt of each release.
+    memos: store::FixedHashMap<ReleaseKey, memo::AttemptMemo>,
 }
 
 impl World {
@@ -181,12 +190,23 @@ impl World {
             current: executor::Current::default(),
             rollouts: BTreeMap::new(),
             applied_at: Default::default(),
+            epoch: 0,
+            memo: true,
+            memos: Default::default(),
         }
     }
 
     /// Chooses how much of each attempt to keep: full logs for tests, the timeline for long runs.
     pub fn with_retention(mut self, r: Retention) -> Self {
         self.retention = r;
+        self
+    }
+
+    /// Whether a NoOp attempt whose inputs are all unchanged since the release's last one
+    /// may be answered from it without running the core again (on by default; it only
+    /// applies with [`Retention::Timeline`], and changes no output).
+    pub fn with_attempt_memo(mut self, on: bool) -> Self {
+        self.memo = on;
         self
     }
 
@@ -282,12 +302,14 @@ impl World {
 
     /// Creates a namespace.
     pub fn namespace(&mut self, ns: &str) -> &mut Self {
+        self.epoch += 1;
         self.store.ensure_namespace(ns);
         self
     }
 
     /// Publishes a module version to the registry.
     pub fn add_module(&mut self, path: &str, version: &str, def: ModuleDef) -> &mut Self {
+        self.epoch += 1;
         self.catalog.add_module(path, version, def);
         self
     }
@@ -295,6 +317,7 @@ impl World {
     /// Stores `artifact` and makes `source` ready with it (creating the source if needed),
     /// re-triggering every release that uses the source when the artifact changed.
     pub fn publish(&mut self, source: &SourceId, artifact: ArtifactDef) -> SourceArtifact {
+        self.epoch += 1;
         let adv = self.catalog.add_artifact(artifact);
         let entry = self.catalog.sources.entry(source.clone()).or_default();
         let changed = entry.artifact.as_ref() != Some(&adv);
@@ -310,6 +333,7 @@ impl World {
     /// Creates a ServiceAccount with its grants; the releases of its namespace waiting for
     /// one re-trigger [`triggers::SERVICE_ACCOUNT_SETTLE`] later, as the operator does.
     pub fn add_service_account(&mut self, ns: &str, name: &str, grants: Vec<Grant>) -> &mut Self {
+        self.epoch += 1;
         self.rbac.create_account(ns, name);
         for g in grants {
             self.rbac.grant(ns, name, g);
@@ -331,6 +355,7 @@ impl World {
 
     /// Creates a release (due at once). Its namespace is created too.
     pub fn create_release(&mut self, object: ReleaseObject) -> Result<ReleaseKey, WorldError> {
+        self.epoch += 1;
         let ns = object.meta().namespace.clone().unwrap_or_default();
         self.store.ensure_namespace(&ns);
         let uid = self.rng.uuid();
@@ -344,12 +369,14 @@ impl World {
         &mut self,
         object: ReleaseObject,
     ) -> Result<ReleaseKey, WorldError> {
+        self.epoch += 1;
         let uid = self.rng.uuid();
         Ok(self.releases.create(object, true, uid, self.now)?)
     }
 
     /// Schedules a fault; refused when its error cannot hit that effect kind.
     pub fn add_fault(&mut self, fault: Fault) -> Result<(), WorldError> {
+        self.epoch += 1;
         Ok(self.faults.add(fault)?)
     }
 

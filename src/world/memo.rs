@@ -1,0 +1,154 @@
+//! Attempts the world need not run again.
+//!
+//! Most attempts of a long simulation are periodic NoOps: the release, its objects and the
+//! rest of the world are as they were at its last attempt, so the core, a pure function of
+//! its inputs, would answer exactly as it did then. Each such attempt costs a render, its
+//! digests, a drift comparison of every field and a health read, and the result is known.
+//!
+//! After a NoOp attempt that only read the world (render, source, drift check, health read)
+//! and met no fault, the world keeps what it did ([`AttemptMemo`]) with what it read: the
+//! release's `resourceVersion`, the resource version of every object it checked, and the
+//! world's epoch (bumped by every scheduled event and setup change: sources, modules,
+//! RBAC, faults, rollouts, cluster-scoped kinds). The next attempt of that release, when
+//! all of these are unchanged, no fault could hit any of its effects and every health read
+//! is past its rollout (so it no longer changes with time), is answered from the memo: the
+//! same metrics, outcome, reason, requeue and step count, without running the core.
+//!
+//! Only with [`super::Retention::Timeline`]: full logs and traces need each attempt's inputs
+//! and effects, so with [`super::Retention::Full`] every attempt runs.
+
+use std::time::Duration;
+
+use crate::effect::{Effect, EffectKind, Metric};
+use crate::object::{ReleaseKey, ResourceId};
+use crate::outcome::Outcome;
+use crate::reason::Reason;
+
+use super::World;
+
+/// What a NoOp attempt did, and what it read to do it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AttemptMemo {
+    /// The release's `metadata.resourceVersion` it observed (unique per write).
+    release_version: Option<String>,
+    /// [`World::epoch`] when it ran.
+    epoch: u64,
+    /// Every object it checked (drift, health) with its store resource version then.
+    objects: Vec<(ResourceId, Option<u64>)>,
+    /// The awaited effects' kinds, in order, for the fault check.
+    kinds: Vec<EffectKind>,
+    /// The metrics it recorded, in order.
+    metrics: Vec<Metric>,
+    /// Its `Done`.
+    pub(crate) outcome: Outcome,
+    pub(crate) reason: Reason,
+    pub(crate) requeue_after: Option<Duration>,
+    /// Inputs fed to the machine.
+    pub(crate) steps: u32,
+}
+
+/// Gathers an attempt's reads while it runs; [`Recording::finish`] makes the memo.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Recording {
+    /// An effect that writes (or a read this memo cannot vouch for) was seen.
+    spoiled: bool,
+    objects: Vec<ResourceId>,
+    kinds: Vec<EffectKind>,
+    metrics: Vec<Metric>,
+}
+
+impl Recording {
+    /// Notes one effect of the attempt, before the world executes it.
+    pub(crate) fn note(&mut self, world: &World, effect: &Effect) {
+        if self.spoiled {
+            return;
+        }
+        match effect {
+            Effect::EmitEvent { .. } | Effect::Done { .. } => return,
+            Effect::RecordMetric { metric } => {
+                self.metrics.push(metric.clone());
+                return;
+            }
+            Effect::ResolveSource { .. } | Effect::FetchArtifact { .. } | Effect::Render { .. } => {
+            }
+            Effect::CheckDrift { objects, .. } => {
+                self.objects.extend(objects.iter().map(|o| o.id.clone()));
+            }
+            Effect::AssessHealth { targets, .. } => {
+                // A read before its rollout's end changes with time alone.
+                if targets.iter().any(|t| !world.rollout_due(&t.id)) {
+                    self.spoiled = true;
+                    return;
+                }
+                self.objects.extend(targets.iter().map(|t| t.id.clone()));
+            }
+            _ => {
+                self.spoiled = true;
+                return;
+            }
+        }
+        self.kinds.push(effect.kind());
+    }
+
+    /// The memo of a finished attempt, if it can stand for the next one: a NoOp of an
+    /// existing release that met no fault and took no virtual time.
+    pub(crate) fn finish(
+        self,
+        world: &World,
+        release_version: Option<String>,
+        done: (Outcome, Reason, Option<Duration>),
+        steps: u32,
+        clean: bool,
+    ) -> Option<AttemptMemo> {
+        let (outcome, reason, requeue_after) = done;
+        if self.spoiled || !clean || outcome != Outcome::NoOp {
+            return None;
+        }
+        let objects = self
+            .objects
+            .into_iter()
+            .map(|id| {
+                let rv = world.store.get(&id).map(|o| o.resource_version);
+                (id, rv)
+            })
+            .collect();
+        Some(AttemptMemo {
+            release_version,
+            epoch: world.epoch,
+            objects,
+            kinds: self.kinds,
+            metrics: self.metrics,
+            outcome,
+            reason,
+            requeue_after,
+            steps,
+        })
+    }
+}
+
+impl AttemptMemo {
+    /// Whether the attempt of `key` now would do exactly what this one did.
+    pub(crate) fn holds(
+        &self,
+        world: &World,
+        key: &ReleaseKey,
+        release_version: Option<&str>,
+    ) -> bool {
+        self.epoch == world.epoch
+            && self.release_version.as_deref() == release_version
+            && self
+                .objects
+                .iter()
+                .all(|(id, rv)| world.store.get(id).map(|o| o.resource_version) == *rv)
+            && self
+                .kinds
+                .iter()
+                .all(|k| !world.faults.could_hit(*k, key, world.now))
+            && self.objects.iter().all(|(id, _)| world.rollout_due(id))
+    }
+
+    /// The metrics the attempt recorded, to record again.
+    pub(crate) fn metrics(&self) -> &[Metric] {
+        &self.metrics
+    }
+}
