@@ -100,12 +100,14 @@ impl World {
             Some((outcome, reason, requeue_after, steps)) => {
                 // The same attempt as last time: its metrics again, and nothing else (its
                 // events are not kept with `Retention::Timeline`).
-                if let Some(memo) = self.memos.get(key) {
+                if let Some(memo) = self.memos.get_mut(key) {
+                    memo.checked_at(self.store_writes);
                     for m in memo.metrics() {
                         self.metrics.record(key, m);
                     }
                 }
                 self.current = Default::default();
+                self.memo_hits += 1;
                 (
                     true,
                     (outcome, reason, requeue_after),

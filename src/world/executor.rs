@@ -309,6 +309,7 @@ impl World {
                             self.register_crd(&o.manifest);
                         }
                         if matches!(result, Ok(ApplyAction::Created | ApplyAction::Updated)) {
+                            self.store_writes += 1;
                             self.note_applied(&o.id);
                         }
                         failed |= result.is_err();
@@ -350,6 +351,9 @@ impl World {
                             .authorize(identity.as_ref(), Verb::Delete, &d.id)
                             .and_then(|()| self.store.delete(&d.id, Some(&d.uid))),
                     };
+                    if result.is_ok() {
+                        self.store_writes += 1;
+                    }
                     if result.is_ok() && !d.orphan {
                         self.current.deleted.push(d.id.clone());
                     }

@@ -7,8 +7,8 @@
 //!
 //! After a NoOp attempt that only read the world (render, source, drift check, health read)
 //! and met no fault, the world keeps what it did ([`AttemptMemo`]) with what it read: the
-//! release's `resourceVersion`, the resource version of every object it checked, and the
-//! world's epoch (bumped by every scheduled event and setup change: sources, modules,
+//! release's `resourceVersion`, the resource version of every object it checked (looked up
+//! only when the store was written since), and the world's epoch (bumped by every scheduled event and setup change: sources, modules,
 //! RBAC, faults, rollouts, cluster-scoped kinds). The next attempt of that release, when
 //! all of these are unchanged, no fault could hit any of its effects and every health read
 //! is past its rollout (so it no longer changes with time), is answered from the memo: the
@@ -33,6 +33,8 @@ pub(crate) struct AttemptMemo {
     release_version: Option<String>,
     /// [`World::epoch`] when it ran.
     epoch: u64,
+    /// [`World::store_writes`] when it ran, or when its objects were last found unchanged.
+    store_writes: u64,
     /// Every object it checked (drift, health) with its store resource version then.
     objects: Vec<(ResourceId, Option<u64>)>,
     /// The awaited effects' kinds, in order, for the fault check.
@@ -115,6 +117,7 @@ impl Recording {
         Some(AttemptMemo {
             release_version,
             epoch: world.epoch,
+            store_writes: world.store_writes,
             objects,
             kinds: self.kinds,
             metrics: self.metrics,
@@ -128,6 +131,10 @@ impl Recording {
 
 impl AttemptMemo {
     /// Whether the attempt of `key` now would do exactly what this one did.
+    ///
+    /// Its health reads were past their rollouts, which only a write of the object (a new
+    /// resource version) or a new rollout (a new epoch) starts again; so time alone does not
+    /// change them.
     pub(crate) fn holds(
         &self,
         world: &World,
@@ -136,15 +143,25 @@ impl AttemptMemo {
     ) -> bool {
         self.epoch == world.epoch
             && self.release_version.as_deref() == release_version
-            && self
-                .objects
-                .iter()
-                .all(|(id, rv)| world.store.get(id).map(|o| o.resource_version) == *rv)
+            && (self.store_writes == world.store_writes || self.objects_unchanged(world))
             && self
                 .kinds
                 .iter()
                 .all(|k| !world.faults.could_hit(*k, key, world.now))
-            && self.objects.iter().all(|(id, _)| world.rollout_due(id))
+    }
+
+    /// Whether every object it checked still has the resource version it had (or is still
+    /// absent): the store was written since, but not these.
+    fn objects_unchanged(&self, world: &World) -> bool {
+        self.objects
+            .iter()
+            .all(|(id, rv)| world.store.get(id).map(|o| o.resource_version) == *rv)
+    }
+
+    /// Notes that its objects were found unchanged at `store_writes`, so the next check
+    /// need not look them up again unless the store is written in between.
+    pub(crate) fn checked_at(&mut self, store_writes: u64) {
+        self.store_writes = store_writes;
     }
 
     /// The metrics the attempt recorded, to record again.

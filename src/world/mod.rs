@@ -154,11 +154,16 @@ pub struct World {
     /// Bumped by every scheduled event and setup change, and by anything else an attempt
     /// reads that no resource version covers (see [`memo`]).
     epoch: u64,
+    /// Writes to the store by attempts (objects created, changed, pruned or orphaned); the
+    /// store's other writes are events or setup, which bump [`World::epoch`].
+    store_writes: u64,
     /// Whether NoOp attempts may be answered from [`World::memos`] (with
     /// [`Retention::Timeline`] only).
     memo: bool,
     /// The last memoisable attempt of each release.
     memos: store::FixedHashMap<ReleaseKey, memo::AttemptMemo>,
+    /// Attempts answered from [`World::memos`].
+    memo_hits: u64,
 }
 
 impl World {
@@ -191,8 +196,10 @@ impl World {
             rollouts: BTreeMap::new(),
             applied_at: Default::default(),
             epoch: 0,
+            store_writes: 0,
             memo: true,
             memos: Default::default(),
+            memo_hits: 0,
         }
     }
 
@@ -271,6 +278,11 @@ impl World {
     /// Attempts run so far (drained or not).
     pub fn attempts_run(&self) -> u64 {
         self.drained + self.timeline.len() as u64
+    }
+    /// How many attempts were answered from the memo of the release's last identical NoOp
+    /// instead of running the core (see [`World::with_attempt_memo`]).
+    pub fn memoised_attempts(&self) -> u64 {
+        self.memo_hits
     }
     /// The full attempt logs kept (with `Retention::Full`) and not yet drained.
     pub fn logs(&self) -> &[AttemptLog] {
