@@ -106,8 +106,9 @@ pub enum WorldError {
 pub enum Retention {
     /// Full [`AttemptLog`]s (inputs, effects, status): for tests and traces.
     Full,
-    /// Only [`TimelineEntry`]s (the last [`AttemptLog`] is kept, without its inputs and
-    /// effects): for long simulations. Emitted events ([`World::events`]) and watch
+    /// Only [`TimelineEntry`]s (the log of an attempt run by [`World::run_attempt`] is kept
+    /// until the next attempt, without its inputs and effects; the driver's own attempts,
+    /// [`World::step`] and those built on it, keep none): for long simulations. Emitted events ([`World::events`]) and watch
     /// triggers ([`World::triggers`]) are not kept either, so memory stays flat however
     /// many virtual hours run.
     Timeline,
