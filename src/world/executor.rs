@@ -597,11 +597,13 @@ impl World {
         claimed: &crate::api::ReleaseStatus,
     ) -> Result<(), ApiError> {
         let was_ready = triggers::is_ready(self.releases.get(key).and_then(|o| o.status()));
-        let stored = self.releases.patch_status(key, patch)?;
-        if &stored != claimed {
+        let stored = self.releases.patch_status_in_place(key, patch)?;
+        let mismatch = stored != claimed;
+        let retrigger = triggers::retriggers_dependents(was_ready, Some(stored));
+        if mismatch {
             self.current.status_mismatches += 1;
         }
-        if triggers::retriggers_dependents(was_ready, Some(&stored)) {
+        if retrigger {
             self.trigger_dependents(key);
         }
         Ok(())
