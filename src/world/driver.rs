@@ -13,11 +13,19 @@ use crate::input::{Input, InputKind};
 use crate::machine::Attempt;
 use crate::object::ReleaseKey;
 use crate::outcome::Outcome;
-use crate::reason::Reason;
 
 use super::log::AttemptLog;
-use super::memo::Recording;
+use super::memo::{Ended, Recording};
 use super::{Retention, World, WorldError, add};
+
+/// An attempt run (or answered from its memo): whether the release was there, how it
+/// ended, and (with `Retention::Full`) the exchange with the machine.
+struct Ran {
+    found: bool,
+    ended: Ended,
+    inputs: Vec<Input>,
+    batches: Vec<Vec<Effect>>,
+}
 
 /// What [`World::step`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,12 +115,12 @@ impl World {
             .and_then(|o| o.meta().resource_version.clone());
         let remembered = match self.memos.get(key) {
             Some(m) if memoise && version.is_some() && m.holds(self, key, version.as_deref()) => {
-                Some((m.outcome, m.reason, m.requeue_after, m.steps))
+                Some(m.ended)
             }
             _ => None,
         };
-        let (found, (outcome, reason, requeue_after), steps, inputs, batches) = match remembered {
-            Some((outcome, reason, requeue_after, steps)) => {
+        let ran = match remembered {
+            Some(ended) => {
                 // The same attempt as last time: its metrics again, and nothing else (its
                 // events are not kept with `Retention::Timeline`).
                 if let Some(memo) = self.memos.get_mut(key) {
@@ -123,22 +131,23 @@ impl World {
                 }
                 self.current = Default::default();
                 self.memo_hits += 1;
-                (
-                    true,
-                    (outcome, reason, requeue_after),
-                    steps,
-                    Vec::new(),
-                    Vec::new(),
-                )
+                Ran {
+                    found: true,
+                    ended,
+                    inputs: Vec::new(),
+                    batches: Vec::new(),
+                }
             }
-            None => {
-                let (found, done, steps, inputs, batches) =
-                    self.run_machine(key, memoise, version)?;
-                (found, done, steps as u32, inputs, batches)
-            }
+            None => self.run_machine(key, memoise, version)?,
         };
+        let Ended {
+            outcome,
+            reason,
+            requeue_after,
+            steps,
+        } = ran.ended;
         // SPEC §21: as the operator does, at the attempt's end (its last metrics included).
-        if crate::triggers::forgets_series(found, reason) {
+        if crate::triggers::forgets_series(ran.found, reason) {
             self.metrics.forget(key);
         }
         let mut requeue = requeue_after;
@@ -170,8 +179,8 @@ impl World {
             started_at,
             finished_at: self.now,
             steps,
-            inputs,
-            batches,
+            inputs: ran.inputs,
+            batches: ran.batches,
             outcome: Some(outcome),
             reason: reason.to_string(),
             requeue_after,
@@ -185,22 +194,12 @@ impl World {
     /// Runs the core for one attempt of `key`, drained to `Done`: whether the release was
     /// found, the `Done`, the steps, and (with `Retention::Full`) the exchange. With
     /// `memoise`, a NoOp that only read the world is remembered for the next attempt.
-    #[allow(clippy::type_complexity)]
     fn run_machine(
         &mut self,
         key: &ReleaseKey,
         memoise: bool,
         version: Option<String>,
-    ) -> Result<
-        (
-            bool,
-            (Outcome, Reason, Option<std::time::Duration>),
-            usize,
-            Vec<Input>,
-            Vec<Vec<Effect>>,
-        ),
-        WorldError,
-    > {
+    ) -> Result<Ran, WorldError> {
         let started_at = self.now;
         let object = self.releases.get(key).cloned().map(Box::new);
         let found = object.is_some();
@@ -270,20 +269,28 @@ impl World {
             })?;
             steps += 1;
         };
-        if let Some(r) = recording {
-            let clean = !self.current.faulted && self.now == started_at;
-            match r.finish(self, version, done, steps as u32, clean) {
-                Some(m) => {
-                    self.memos.insert(key.clone(), m);
-                }
-                None => {
-                    self.memos.remove(key);
-                }
+        let (outcome, reason, requeue_after) = done;
+        let ended = Ended {
+            outcome,
+            reason,
+            requeue_after,
+            steps: steps as u32,
+        };
+        let clean = !self.current.faulted && self.now == started_at;
+        match recording.and_then(|r| r.finish(self, version, ended, clean)) {
+            Some(m) => {
+                self.memos.insert(key.clone(), m);
             }
-        } else if memoise {
-            self.memos.remove(key);
+            None => {
+                self.memos.remove(key);
+            }
         }
-        Ok((found, done, steps, inputs, batches))
+        Ok(Ran {
+            found,
+            ended,
+            inputs,
+            batches,
+        })
     }
 
     /// When the next thing happens: a scheduled event or a due attempt.

@@ -41,12 +41,17 @@ pub(crate) struct AttemptMemo {
     kinds: Vec<EffectKind>,
     /// The metrics it recorded, in order.
     metrics: Vec<Metric>,
-    /// Its `Done`.
-    pub(crate) outcome: Outcome,
-    pub(crate) reason: Reason,
-    pub(crate) requeue_after: Option<Duration>,
-    /// Inputs fed to the machine.
-    pub(crate) steps: u32,
+    /// How it ended.
+    pub(crate) ended: Ended,
+}
+
+/// How an attempt ended: its `Done` and the inputs fed to the machine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Ended {
+    pub outcome: Outcome,
+    pub reason: Reason,
+    pub requeue_after: Option<Duration>,
+    pub steps: u32,
 }
 
 /// Gathers an attempt's reads while it runs; [`Recording::finish`] makes the memo.
@@ -98,12 +103,10 @@ impl Recording {
         self,
         world: &World,
         release_version: Option<String>,
-        done: (Outcome, Reason, Option<Duration>),
-        steps: u32,
+        ended: Ended,
         clean: bool,
     ) -> Option<AttemptMemo> {
-        let (outcome, reason, requeue_after) = done;
-        if self.spoiled || !clean || outcome != Outcome::NoOp {
+        if self.spoiled || !clean || ended.outcome != Outcome::NoOp {
             return None;
         }
         let objects = self
@@ -121,10 +124,7 @@ impl Recording {
             objects,
             kinds: self.kinds,
             metrics: self.metrics,
-            outcome,
-            reason,
-            requeue_after,
-            steps,
+            ended,
         })
     }
 }
