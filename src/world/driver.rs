@@ -15,7 +15,17 @@ use crate::object::ReleaseKey;
 use crate::outcome::Outcome;
 
 use super::log::AttemptLog;
+use super::memo::{Ended, Recording};
 use super::{Retention, World, WorldError, add};
+
+/// An attempt run (or answered from its memo): whether the release was there, how it
+/// ended, and (with `Retention::Full`) the exchange with the machine.
+struct Ran {
+    found: bool,
+    ended: Ended,
+    inputs: Vec<Input>,
+    batches: Vec<Vec<Effect>>,
+}
 
 /// What [`World::step`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,7 +78,8 @@ fn check_batch(key: &ReleaseKey, batch: &[Effect]) -> Result<(), WorldError> {
 impl World {
     /// Runs one attempt for `key` now, drained to `Done`, and schedules its requeue.
     pub fn run_attempt(&mut self, key: &ReleaseKey) -> Result<&AttemptLog, WorldError> {
-        let log = self.attempt(key)?;
+        let mut log = self.attempt(key)?;
+        log.status = self.releases.get(key).and_then(|o| o.status().cloned());
         self.timeline.push(log.timeline_entry());
         self.logs.push(log);
         if self.retention == Retention::Timeline {
@@ -80,11 +91,119 @@ impl World {
         Ok(self.logs.last().expect("log pushed"))
     }
 
+    /// [`World::run_attempt`] for the driver, which does not look at the log: with
+    /// `Retention::Timeline` only the timeline entry is made, read from the stored status
+    /// where it lies (a copy of every status was a sixth of a long run), and no log is kept.
+    fn run_attempt_unlogged(&mut self, key: &ReleaseKey) -> Result<(), WorldError> {
+        if self.retention == Retention::Full {
+            return self.run_attempt(key).map(|_| ());
+        }
+        let log = self.attempt(key)?;
+        let status = self.releases.get(key).and_then(|o| o.status());
+        self.timeline.push(log.timeline_entry_with(status));
+        self.logs.clear();
+        Ok(())
+    }
+
     fn attempt(&mut self, key: &ReleaseKey) -> Result<AttemptLog, WorldError> {
         self.clear_due(key);
         let started_at = self.now;
+        let memoise = self.memo && self.retention == Retention::Timeline;
+        let version = self
+            .releases
+            .get(key)
+            .and_then(|o| o.meta().resource_version.clone());
+        let remembered = match self.memos.get(key) {
+            Some(m) if memoise && version.is_some() && m.holds(self, key, version.as_deref()) => {
+                Some(m.ended)
+            }
+            _ => None,
+        };
+        let ran = match remembered {
+            Some(ended) => {
+                // The same attempt as last time: its metrics again, and nothing else (its
+                // events are not kept with `Retention::Timeline`).
+                if let Some(memo) = self.memos.get_mut(key) {
+                    memo.checked_at(self.store_writes);
+                    for m in memo.metrics() {
+                        self.metrics.record(key, m);
+                    }
+                }
+                self.current = Default::default();
+                self.memo_hits += 1;
+                Ran {
+                    found: true,
+                    ended,
+                    inputs: Vec::new(),
+                    batches: Vec::new(),
+                }
+            }
+            None => self.run_machine(key, memoise, version)?,
+        };
+        let Ended {
+            outcome,
+            reason,
+            requeue_after,
+            steps,
+        } = ran.ended;
+        // SPEC §21: as the operator does, at the attempt's end (its last metrics included).
+        if crate::triggers::forgets_series(ran.found, reason) {
+            self.metrics.forget(key);
+        }
+        let mut requeue = requeue_after;
+        if self.jitter
+            && matches!(
+                outcome,
+                Outcome::NoOp | Outcome::Applied | Outcome::AppliedAndPruned
+            )
+            && let Some(d) = requeue
+        {
+            // ±5 %, in thousandths.
+            let factor = 950 + self.rng.below(101) as u32;
+            requeue = Some(d * factor / 1000);
+        }
+        if let Some(d) = requeue
+            && self.releases.get(key).is_some()
+        {
+            let at = add(self.now, d);
+            // A watch trigger during the attempt keeps its earlier time.
+            if self.due.get(key).is_none_or(|t| *t > at) {
+                self.set_due(key, at);
+            }
+        }
+        let current = std::mem::take(&mut self.current);
+        let id = self.attempts_run();
+        Ok(AttemptLog {
+            id,
+            key: key.clone(),
+            started_at,
+            finished_at: self.now,
+            steps,
+            inputs: ran.inputs,
+            batches: ran.batches,
+            outcome: Some(outcome),
+            reason: reason.to_string(),
+            requeue_after,
+            // Filled in by `run_attempt`, which keeps the log.
+            status: None,
+            deleted: current.deleted,
+            status_mismatches: current.status_mismatches,
+        })
+    }
+
+    /// Runs the core for one attempt of `key`, drained to `Done`: whether the release was
+    /// found, the `Done`, the steps, and (with `Retention::Full`) the exchange. With
+    /// `memoise`, a NoOp that only read the world is remembered for the next attempt.
+    fn run_machine(
+        &mut self,
+        key: &ReleaseKey,
+        memoise: bool,
+        version: Option<String>,
+    ) -> Result<Ran, WorldError> {
+        let started_at = self.now;
         let object = self.releases.get(key).cloned().map(Box::new);
         let found = object.is_some();
+        let mut recording = (memoise && found).then(Recording::default);
         let first = Input::new(
             started_at,
             InputKind::Observed {
@@ -109,6 +228,9 @@ impl World {
             check_batch(key, &batch)?;
             let mut answer = None;
             for e in &batch {
+                if let Some(r) = recording.as_mut() {
+                    r.note(self, e);
+                }
                 // Each effect is bounded as the operator bounds it (`Attempt::bound`): the
                 // finishing ones outlive the attempt's deadline by their own allowance.
                 self.current.deadline = Some(add(self.now, machine.bound(self.now, e)));
@@ -148,47 +270,26 @@ impl World {
             steps += 1;
         };
         let (outcome, reason, requeue_after) = done;
-        // SPEC §21: as the operator does, at the attempt's end (its last metrics included).
-        if crate::triggers::forgets_series(found, reason) {
-            self.metrics.forget(key);
-        }
-        let mut requeue = requeue_after;
-        if self.jitter
-            && matches!(
-                outcome,
-                Outcome::NoOp | Outcome::Applied | Outcome::AppliedAndPruned
-            )
-            && let Some(d) = requeue
-        {
-            // ±5 %, in thousandths.
-            let factor = 950 + self.rng.below(101) as u32;
-            requeue = Some(d * factor / 1000);
-        }
-        if let Some(d) = requeue
-            && self.releases.get(key).is_some()
-        {
-            let at = add(self.now, d);
-            // A watch trigger during the attempt keeps its earlier time.
-            if self.due.get(key).is_none_or(|t| *t > at) {
-                self.set_due(key, at);
+        let ended = Ended {
+            outcome,
+            reason,
+            requeue_after,
+            steps: steps as u32,
+        };
+        let clean = !self.current.faulted && self.now == started_at;
+        match recording.and_then(|r| r.finish(self, version, ended, clean)) {
+            Some(m) => {
+                self.memos.insert(key.clone(), m);
+            }
+            None => {
+                self.memos.remove(key);
             }
         }
-        let current = std::mem::take(&mut self.current);
-        let id = self.attempts_run();
-        Ok(AttemptLog {
-            id,
-            key: key.clone(),
-            started_at,
-            finished_at: self.now,
-            steps: steps as u32,
+        Ok(Ran {
+            found,
+            ended,
             inputs,
             batches,
-            outcome: Some(outcome),
-            reason: reason.to_string(),
-            requeue_after,
-            status: self.releases.get(key).and_then(|o| o.status().cloned()),
-            deleted: current.deleted,
-            status_mismatches: current.status_mismatches,
         })
     }
 
@@ -226,7 +327,7 @@ impl World {
                 let (t, key) = self.queue.pop_first().expect("queue checked non-empty");
                 self.due.remove(&key);
                 self.now = self.now.max(t);
-                self.run_attempt(&key)?;
+                self.run_attempt_unlogged(&key)?;
                 Ok(Step::Attempt(key))
             }
             _ => Ok(Step::Idle),

@@ -153,6 +153,7 @@ impl World {
     /// `kubectl` call on a deleted object would), so histories stay valid whatever
     /// deletions they contain; a patch that makes the spec invalid is an error.
     pub fn apply_event(&mut self, event: WorldEvent) -> Result<(), WorldError> {
+        self.epoch += 1;
         match self.apply_event_inner(event) {
             Err(WorldError::Edit(super::EditError::NotFound(_))) => Ok(()),
             other => other,

@@ -60,7 +60,7 @@ pub struct Metrics {
 impl Metrics {
     /// Single-key series are looked up before inserting, so a release's key is copied
     /// only the first time: this runs for every metric of every attempt.
-    fn record(&mut self, key: &ReleaseKey, m: &Metric) {
+    pub(crate) fn record(&mut self, key: &ReleaseKey, m: &Metric) {
         match m {
             Metric::Reconcile { outcome, duration } => {
                 *self
@@ -156,6 +156,8 @@ fn serialized_len(value: &Value) -> u64 {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Current {
     pub deadline: Option<Timestamp>,
+    /// A fault (error, delay or deadline) hit one of the attempt's effects.
+    pub faulted: bool,
     pub deleted: Vec<ResourceId>,
     pub status_mismatches: u32,
 }
@@ -187,11 +189,13 @@ impl World {
         let mut fault = self
             .faults
             .take(effect.kind(), key, self.now, &mut self.rng);
+        self.current.faulted |= fault.is_some();
         if let Some(FaultError::Delay { duration }) = fault {
             self.now = add(self.now, duration);
             fault = None;
         }
         if self.current.deadline.is_some_and(|d| self.now >= d) {
+            self.current.faulted = true;
             fault = Some(FaultError::api(ApiError::Timeout {
                 message: "context deadline exceeded".into(),
             }));
@@ -305,6 +309,7 @@ impl World {
                             self.register_crd(&o.manifest);
                         }
                         if matches!(result, Ok(ApplyAction::Created | ApplyAction::Updated)) {
+                            self.store_writes += 1;
                             self.note_applied(&o.id);
                         }
                         failed |= result.is_err();
@@ -346,6 +351,9 @@ impl World {
                             .authorize(identity.as_ref(), Verb::Delete, &d.id)
                             .and_then(|()| self.store.delete(&d.id, Some(&d.uid))),
                     };
+                    if result.is_ok() {
+                        self.store_writes += 1;
+                    }
                     if result.is_ok() && !d.orphan {
                         self.current.deleted.push(d.id.clone());
                     }
@@ -444,6 +452,7 @@ impl World {
         if spec["scope"].as_str() == Some("Cluster")
             && let (Some(g), Some(k)) = (spec["group"].as_str(), spec["names"]["kind"].as_str())
         {
+            self.epoch += 1;
             self.store.add_cluster_scoped(GroupKind {
                 group: g.to_string(),
                 kind: k.to_string(),
@@ -588,11 +597,13 @@ impl World {
         claimed: &crate::api::ReleaseStatus,
     ) -> Result<(), ApiError> {
         let was_ready = triggers::is_ready(self.releases.get(key).and_then(|o| o.status()));
-        let stored = self.releases.patch_status(key, patch)?;
-        if &stored != claimed {
+        let stored = self.releases.patch_status_in_place(key, patch)?;
+        let mismatch = stored != claimed;
+        let retrigger = triggers::retriggers_dependents(was_ready, Some(stored));
+        if mismatch {
             self.current.status_mismatches += 1;
         }
-        if triggers::retriggers_dependents(was_ready, Some(&stored)) {
+        if retrigger {
             self.trigger_dependents(key);
         }
         Ok(())

@@ -258,6 +258,18 @@ impl FaultSchedule {
         None
     }
 
+    /// Whether [`FaultSchedule::take`] would consider a fault for this effect now (before
+    /// any chance is drawn): when it is false, `take` returns `None` without drawing from
+    /// the generator or counting a hit.
+    pub fn could_hit(&self, kind: EffectKind, key: &ReleaseKey, now: Timestamp) -> bool {
+        self.faults.iter().any(|(f, hits)| {
+            f.kind == kind
+                && f.release.as_ref().is_none_or(|r| r == key)
+                && f.in_window(now)
+                && f.times.is_none_or(|n| *hits < n)
+        })
+    }
+
     /// True when no fault can hit an effect at or after `t`.
     pub fn quiet_from(&self, t: Timestamp) -> bool {
         self.faults
@@ -307,6 +319,40 @@ mod tests {
         .unwrap();
         assert_eq!(s.take(EffectKind::Prune, &key(), t(0), &mut rng), None);
         assert!(s.take(EffectKind::Prune, &other, t(0), &mut rng).is_some());
+    }
+
+    #[test]
+    fn could_hit_agrees_with_take_and_draws_nothing() {
+        let mut s = FaultSchedule::default();
+        s.add(Fault::always(EffectKind::Apply, FaultError::unavailable()).between(t(10), t(20)))
+            .unwrap();
+        s.add(Fault::always(EffectKind::Render, FaultError::unavailable()).times(1))
+            .unwrap();
+        let mut other = key();
+        other.name = "b".into();
+        s.add(
+            Fault::always(EffectKind::Prune, FaultError::unavailable()).for_release(other.clone()),
+        )
+        .unwrap();
+        let mut rng = SplitMix64::new(1);
+        for (kind, k, at) in [
+            (EffectKind::Apply, key(), t(9)),
+            (EffectKind::Apply, key(), t(10)),
+            (EffectKind::Apply, key(), t(20)),
+            (EffectKind::Render, key(), t(0)),
+            (EffectKind::Render, key(), t(0)),
+            (EffectKind::Prune, key(), t(0)),
+            (EffectKind::Prune, other.clone(), t(0)),
+            (EffectKind::CheckDrift, key(), t(0)),
+        ] {
+            let could = s.could_hit(kind, &k, at);
+            let before = rng.clone();
+            let took = s.take(kind, &k, at, &mut rng).is_some();
+            assert_eq!(could, took, "{kind:?} {k:?} {at}");
+            if !could {
+                assert_eq!(rng, before, "nothing drawn when no fault could hit");
+            }
+        }
     }
 
     #[test]

@@ -42,6 +42,7 @@ impl World {
     /// Makes the object named `name` (any kind) roll out `after_secs` after each apply, or
     /// fail then.
     pub fn simulate_rollout(&mut self, name: &str, rollout: SimRollout) {
+        self.epoch += 1;
         self.rollouts.insert(name.to_string(), rollout);
     }
 
@@ -76,15 +77,22 @@ impl World {
         InputKind::HealthRead { objects }
     }
 
-    /// The object with the status its controller would have written by now.
-    fn with_status(&self, id: &ResourceId, mut obj: Value) -> Value {
-        let rollout = self.rollouts.get(&id.name).cloned().unwrap_or_default();
+    /// Whether the object's rollout has come to its end (done or failed) by now: from then
+    /// on its health read no longer changes with time, only with a new apply.
+    pub(super) fn rollout_due(&self, id: &ResourceId) -> bool {
+        let after_secs = self.rollouts.get(&id.name).map_or(0, |r| r.after_secs);
         let since = self
             .applied_at
             .get(id as &dyn super::store::KeyParts)
             .copied()
             .unwrap_or(Timestamp::MIN);
-        let due = add(since, Duration::from_secs(rollout.after_secs)) <= self.now;
+        add(since, Duration::from_secs(after_secs)) <= self.now
+    }
+
+    /// The object with the status its controller would have written by now.
+    fn with_status(&self, id: &ResourceId, mut obj: Value) -> Value {
+        let rollout = self.rollouts.get(&id.name).cloned().unwrap_or_default();
+        let due = self.rollout_due(id);
         let (done, failed) = (due && !rollout.fails, due && rollout.fails);
         let replicas = obj
             .pointer("/spec/replicas")

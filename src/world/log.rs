@@ -82,10 +82,13 @@ impl AttemptLog {
 
     /// The attempt's one-line summary, with the `Ready` condition it left.
     pub fn timeline_entry(&self) -> TimelineEntry {
-        let ready = self
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
+        self.timeline_entry_with(self.status.as_ref())
+    }
+
+    /// The timeline entry with `status` as the status after the attempt (the log's own
+    /// when it keeps one).
+    pub(crate) fn timeline_entry_with(&self, status: Option<&ReleaseStatus>) -> TimelineEntry {
+        let ready = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
         TimelineEntry {
             id: self.id,
             key: self.key.clone(),

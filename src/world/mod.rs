@@ -35,6 +35,7 @@ mod faults;
 pub mod fixtures;
 mod health;
 mod log;
+mod memo;
 mod prng;
 mod rbac;
 mod releases;
@@ -105,8 +106,9 @@ pub enum WorldError {
 pub enum Retention {
     /// Full [`AttemptLog`]s (inputs, effects, status): for tests and traces.
     Full,
-    /// Only [`TimelineEntry`]s (the last [`AttemptLog`] is kept, without its inputs and
-    /// effects): for long simulations. Emitted events ([`World::events`]) and watch
+    /// Only [`TimelineEntry`]s (the log of an attempt run by [`World::run_attempt`] is kept
+    /// until the next attempt, without its inputs and effects; the driver's own attempts,
+    /// [`World::step`] and those built on it, keep none): for long simulations. Emitted events ([`World::events`]) and watch
     /// triggers ([`World::triggers`]) are not kept either, so memory stays flat however
     /// many virtual hours run.
     Timeline,
@@ -150,6 +152,19 @@ pub struct World {
     rollouts: BTreeMap<String, health::SimRollout>,
     /// Last apply of each object: its rollout's start (looked up, never walked).
     applied_at: store::FixedHashMap<(String, String, String, String), Timestamp>,
+    /// Bumped by every scheduled event and setup change, and by anything else an attempt
+    /// reads that no resource version covers (see [`memo`]).
+    epoch: u64,
+    /// Writes to the store by attempts (objects created, changed, pruned or orphaned); the
+    /// store's other writes are events or setup, which bump [`World::epoch`].
+    store_writes: u64,
+    /// Whether NoOp attempts may be answered from [`World::memos`] (with
+    /// [`Retention::Timeline`] only).
+    memo: bool,
+    /// The last memoisable attempt of each release.
+    memos: store::FixedHashMap<ReleaseKey, memo::AttemptMemo>,
+    /// Attempts answered from [`World::memos`].
+    memo_hits: u64,
 }
 
 impl World {
@@ -181,12 +196,25 @@ impl World {
             current: executor::Current::default(),
             rollouts: BTreeMap::new(),
             applied_at: Default::default(),
+            epoch: 0,
+            store_writes: 0,
+            memo: true,
+            memos: Default::default(),
+            memo_hits: 0,
         }
     }
 
     /// Chooses how much of each attempt to keep: full logs for tests, the timeline for long runs.
     pub fn with_retention(mut self, r: Retention) -> Self {
         self.retention = r;
+        self
+    }
+
+    /// Whether a NoOp attempt whose inputs are all unchanged since the release's last one
+    /// may be answered from it without running the core again (on by default; it only
+    /// applies with [`Retention::Timeline`], and changes no output).
+    pub fn with_attempt_memo(mut self, on: bool) -> Self {
+        self.memo = on;
         self
     }
 
@@ -252,6 +280,11 @@ impl World {
     pub fn attempts_run(&self) -> u64 {
         self.drained + self.timeline.len() as u64
     }
+    /// How many attempts were answered from the memo of the release's last identical NoOp
+    /// instead of running the core (see [`World::with_attempt_memo`]).
+    pub fn memoised_attempts(&self) -> u64 {
+        self.memo_hits
+    }
     /// The full attempt logs kept (with `Retention::Full`) and not yet drained.
     pub fn logs(&self) -> &[AttemptLog] {
         &self.logs
@@ -282,12 +315,14 @@ impl World {
 
     /// Creates a namespace.
     pub fn namespace(&mut self, ns: &str) -> &mut Self {
+        self.epoch += 1;
         self.store.ensure_namespace(ns);
         self
     }
 
     /// Publishes a module version to the registry.
     pub fn add_module(&mut self, path: &str, version: &str, def: ModuleDef) -> &mut Self {
+        self.epoch += 1;
         self.catalog.add_module(path, version, def);
         self
     }
@@ -295,6 +330,7 @@ impl World {
     /// Stores `artifact` and makes `source` ready with it (creating the source if needed),
     /// re-triggering every release that uses the source when the artifact changed.
     pub fn publish(&mut self, source: &SourceId, artifact: ArtifactDef) -> SourceArtifact {
+        self.epoch += 1;
         let adv = self.catalog.add_artifact(artifact);
         let entry = self.catalog.sources.entry(source.clone()).or_default();
         let changed = entry.artifact.as_ref() != Some(&adv);
@@ -310,6 +346,7 @@ impl World {
     /// Creates a ServiceAccount with its grants; the releases of its namespace waiting for
     /// one re-trigger [`triggers::SERVICE_ACCOUNT_SETTLE`] later, as the operator does.
     pub fn add_service_account(&mut self, ns: &str, name: &str, grants: Vec<Grant>) -> &mut Self {
+        self.epoch += 1;
         self.rbac.create_account(ns, name);
         for g in grants {
             self.rbac.grant(ns, name, g);
@@ -331,6 +368,7 @@ impl World {
 
     /// Creates a release (due at once). Its namespace is created too.
     pub fn create_release(&mut self, object: ReleaseObject) -> Result<ReleaseKey, WorldError> {
+        self.epoch += 1;
         let ns = object.meta().namespace.clone().unwrap_or_default();
         self.store.ensure_namespace(&ns);
         let uid = self.rng.uuid();
@@ -344,12 +382,14 @@ impl World {
         &mut self,
         object: ReleaseObject,
     ) -> Result<ReleaseKey, WorldError> {
+        self.epoch += 1;
         let uid = self.rng.uuid();
         Ok(self.releases.create(object, true, uid, self.now)?)
     }
 
     /// Schedules a fault; refused when its error cannot hit that effect kind.
     pub fn add_fault(&mut self, fault: Fault) -> Result<(), WorldError> {
+        self.epoch += 1;
         Ok(self.faults.add(fault)?)
     }
 

@@ -302,6 +302,15 @@ impl Releases {
         key: &ReleaseKey,
         patch: &Value,
     ) -> Result<ReleaseStatus, ApiError> {
+        self.patch_status_in_place(key, patch).cloned()
+    }
+
+    /// [`Releases::patch_status`] returning the stored status where it lies, not a copy.
+    pub fn patch_status_in_place(
+        &mut self,
+        key: &ReleaseKey,
+        patch: &Value,
+    ) -> Result<&ReleaseStatus, ApiError> {
         let o = self.object_mut(key)?;
         let status = status_mut(o);
         // Serialised where it lies: a copy of the status first was wasted.
@@ -314,9 +323,13 @@ impl Releases {
         let new: ReleaseStatus = serde_json::from_value(v).map_err(|e| ApiError::Invalid {
             message: format!("status is invalid: {e}"),
         })?;
-        *status = Some(new.clone());
+        *status = Some(new);
         self.bump(key);
-        Ok(new)
+        // Written just above.
+        Ok(self
+            .get(key)
+            .and_then(ReleaseObject::status)
+            .expect("status just written"))
     }
 
     /// Writes a status directly, as another controller owning an external release would.

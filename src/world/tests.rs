@@ -555,3 +555,103 @@ fn an_attempt_past_its_deadline_still_writes_its_status_as_the_operator_does() {
         .expect("Ready");
     assert_eq!(ready.status, "False", "{ready:?}");
 }
+
+/// Answering unchanged NoOps from the memo (`Retention::Timeline`) changes nothing: the
+/// same timeline, releases, objects and metrics as running every attempt, through a spec
+/// edit, tampering, a deleted object, a slow rollout, windowed and probabilistic faults,
+/// a new ServiceAccount and a restart.
+#[test]
+fn memoised_attempts_change_nothing() {
+    let deployment = |name: &str| ResourceId {
+        group: "apps".into(),
+        kind: "Deployment".into(),
+        namespace: "demo".into(),
+        name: name.into(),
+        version: "v1".into(),
+    };
+    let run = |memo: bool| {
+        let (w, key) = world();
+        let mut w = w
+            .with_retention(Retention::Timeline)
+            .with_attempt_memo(memo)
+            .with_jitter(true);
+        let slow = w
+            .create_release(fixtures::module_release(
+                "demo",
+                "slow",
+                "example.com/modules/web@v0",
+                "v0.2.1",
+            ))
+            .unwrap();
+        w.simulate_rollout(
+            "slow",
+            SimRollout {
+                after_secs: 900,
+                fails: false,
+            },
+        );
+        w.add_fault(Fault {
+            per_mille: Some(200),
+            ..Fault::always(EffectKind::Apply, FaultError::unavailable())
+        })
+        .unwrap();
+        w.add_fault(
+            Fault::always(EffectKind::CheckDrift, FaultError::unavailable())
+                .between(t(3000), t(3700)),
+        )
+        .unwrap();
+        w.add_fault(Fault {
+            per_mille: Some(500),
+            ..Fault::always(EffectKind::AssessHealth, FaultError::unavailable())
+                .for_release(slow.clone())
+                .times(3)
+        })
+        .unwrap();
+        w.schedule(
+            t(600),
+            WorldEvent::EditSpec {
+                key: key.clone(),
+                patch: json!({"values": {"replicas": 2}}),
+            },
+        );
+        w.schedule(
+            t(1800),
+            WorldEvent::TamperObject {
+                id: deployment("app"),
+                manager: "kubectl-edit".into(),
+                field: FieldPath::new("spec", "replicas"),
+                value: json!(5),
+            },
+        );
+        w.schedule(
+            t(2400),
+            WorldEvent::DeleteObject {
+                id: deployment("slow"),
+            },
+        );
+        w.schedule(
+            t(5000),
+            WorldEvent::CreateServiceAccount {
+                namespace: "demo".into(),
+                name: "deployer".into(),
+                grants: Vec::new(),
+            },
+        );
+        w.schedule(t(9000), WorldEvent::OperatorRestart);
+        w.drive_until(t(6 * 3600)).unwrap();
+        w
+    };
+    let (plain, memo) = (run(false), run(true));
+    assert_eq!(plain.memoised_attempts(), 0);
+    assert!(
+        memo.memoised_attempts() > memo.attempts_run() / 4,
+        "{} of {} attempts memoised",
+        memo.memoised_attempts(),
+        memo.attempts_run()
+    );
+    assert_eq!(memo.timeline(), plain.timeline());
+    assert_eq!(memo.releases(), plain.releases());
+    assert_eq!(memo.store(), plain.store());
+    assert_eq!(memo.metrics(), plain.metrics());
+    assert_eq!(memo.now(), plain.now());
+}
