@@ -56,6 +56,11 @@ enum Command {
         /// Also write every attempt's trace into this directory (replayable).
         #[arg(long, value_name = "DIR")]
         trace_dir: Option<PathBuf>,
+        /// Run every attempt through the core. By default a NoOp whose inputs are all
+        /// unchanged since the release's last attempt is answered from that attempt;
+        /// the output is the same either way, this is only slower.
+        #[arg(long)]
+        every_attempt: bool,
     },
     /// Replay trace files (or directories of them) through the core; exit 1 naming the
     /// first difference.
@@ -79,6 +84,7 @@ fn main() -> ExitCode {
             quiet,
             summary,
             trace_dir,
+            every_attempt,
         } => {
             let opts = run::RunOpts {
                 scenario,
@@ -88,6 +94,7 @@ fn main() -> ExitCode {
                 quiet,
                 summary,
                 trace_dir,
+                every_attempt,
             };
             match run::run(&opts) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -21,6 +21,9 @@ pub struct RunOpts {
     pub summary: bool,
     /// Write every attempt's trace here (as the operator's `--trace-dir` would).
     pub trace_dir: Option<PathBuf>,
+    /// Run every attempt through the core, even a NoOp the world could answer from the
+    /// release's last one (the same output, slower: a check of the memo).
+    pub every_attempt: bool,
 }
 
 /// Attempts per trace file written by `run --trace-dir`.
@@ -148,15 +151,15 @@ pub fn run(opts: &RunOpts) -> Result<(), RunError> {
     };
     let start = scenario.start();
     let end = scenario.end().map_err(scenario_err)?;
-    let mut world =
-        scenario
-            .build()
-            .map_err(scenario_err)?
-            .with_retention(if opts.trace_dir.is_some() {
-                Retention::Full
-            } else {
-                Retention::Timeline
-            });
+    let mut world = scenario
+        .build()
+        .map_err(scenario_err)?
+        .with_retention(if opts.trace_dir.is_some() {
+            Retention::Full
+        } else {
+            Retention::Timeline
+        })
+        .with_attempt_memo(!opts.every_attempt);
     let mut traces = opts
         .trace_dir
         .as_deref()

@@ -107,6 +107,32 @@ fn the_same_scenario_and_seed_give_byte_identical_text_json_and_svg() {
 }
 
 #[test]
+fn every_attempt_through_the_core_gives_the_same_output() {
+    // By default an unchanged NoOp is answered from the release's last attempt
+    // (`src/world/memo.rs`); `--every-attempt` runs the core for each one.
+    for name in [
+        "flaky-fleet.yaml",
+        "slow-rollout.yaml",
+        "artifact-outage.yaml",
+    ] {
+        let file = example(name);
+        for format in [&[][..], &["--json"][..]] {
+            let args = |every: bool| {
+                let mut a = vec!["run", file.as_str(), "--quiet"];
+                a.extend_from_slice(format);
+                if every {
+                    a.push("--every-attempt");
+                }
+                a
+            };
+            let memo = ok(&args(false));
+            let every = ok(&args(true));
+            assert!(memo == every, "{name} {format:?}: output differs");
+        }
+    }
+}
+
+#[test]
 fn the_svg_is_well_formed_with_one_mark_per_attempt_and_a_legend() {
     use quick_xml::events::Event;
     let dir = tempfile::tempdir().unwrap();
