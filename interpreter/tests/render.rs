@@ -248,6 +248,37 @@ async fn an_unreachable_registry_is_transient() {
     );
 }
 
+/// With credentials, a refusal by the registry stalls as `ResolutionFailed`; a module path
+/// that merely holds a refusal word (a tenant's choice) must not read as one when the
+/// registry is only unreachable.
+#[tokio::test]
+async fn a_refusal_word_in_the_module_path_is_not_a_refusal() {
+    let cache = tempfile::tempdir().unwrap();
+    let mut cfg = RenderConfig::new(cue_bin());
+    cfg.registry = Some(format!("127.0.0.1:{}+insecure", support::closed_port()));
+    cfg.cue_cache_dir = Some(cache.path().to_path_buf());
+    let module =
+        ModuleRef::new("test.example/denied/forbidden@v0", "v0.2.1", None).expect("module ref");
+    let auth = br#"{"auths":{}}"#.to_vec();
+    let err = Renderer::new(cfg)
+        .render_module_cached_with(
+            &module,
+            &json!({}),
+            &identity(),
+            Some(("sha256:test".into(), auth)),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RenderError::RegistryUnreachable { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        (err.class(), err.reason()),
+        (FailureClass::Transient, opm_core::Reason::RenderFailed)
+    );
+}
+
 #[tokio::test]
 async fn invalid_values_stall_with_the_field_named() {
     let reg = Registry::start();
