@@ -62,6 +62,17 @@ pub struct Config {
     /// `--max-render-bytes` (SPEC §24): a larger exported JSON stalls `RenderFailed`.
     #[serde(default = "default_max_render_bytes")]
     pub max_render_bytes: u64,
+    /// `--health-eval-timeout` (SPEC §24): the time one attempt's `healthCheckExprs`
+    /// evaluations may take, together; over it the object being judged is `Failed`.
+    #[serde(default = "default_health_eval_timeout")]
+    pub health_eval_timeout: Duration,
+}
+
+/// SPEC §24 default of `--health-eval-timeout`.
+pub const DEFAULT_HEALTH_EVAL_TIMEOUT: Duration = Duration::from_secs(1);
+
+fn default_health_eval_timeout() -> Duration {
+    DEFAULT_HEALTH_EVAL_TIMEOUT
 }
 
 fn default_requeue_dependency() -> Duration {
@@ -90,6 +101,7 @@ impl Default for Config {
             allow_operator_identity: AllowOperatorIdentity::Off,
             max_render_objects: DEFAULT_MAX_RENDER_OBJECTS,
             max_render_bytes: DEFAULT_MAX_RENDER_BYTES,
+            health_eval_timeout: DEFAULT_HEALTH_EVAL_TIMEOUT,
         }
     }
 }

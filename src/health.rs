@@ -3,8 +3,9 @@
 //!
 //! The rules for built-in kinds follow kstatus (the library Flux, kapp and the kubectl
 //! status commands share), so a user sees the same verdict here as there. `healthCheckExprs`
-//! (Flux's shape) are CEL, evaluated here with the pure `cel` crate, so the judgement of a
-//! custom resource is as replayable as everything else the core decides.
+//! (Flux's shape) are CEL, parsed by the `cel` crate and evaluated here by a counting
+//! evaluator (`cel_eval`), so the judgement of a custom resource is as replayable as
+//! everything else the core decides, and bounded in steps and bytes.
 //!
 //! Two guarantees are checked by property tests over arbitrary JSON: the function never
 //! panics, and an object whose `status.observedGeneration` is behind `metadata.generation`
@@ -15,12 +16,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-mod cel_cost;
+mod cel_eval;
 mod cel_rules;
 mod pods;
 mod summary;
 
-pub use cel_rules::{CompileError, HealthRules, compile};
+pub use cel_eval::{MAX_BYTES as CEL_MAX_BYTES, MAX_STEPS as CEL_MAX_STEPS};
+pub use cel_rules::{CompileError, EvalDeadline, HealthRules, compile};
 pub use pods::pod_detail;
 pub use summary::{Judged, MAX_NAMED, Summary, summarize, unhealthy_since};
 

@@ -9,6 +9,7 @@ use jiff::Timestamp;
 
 use crate::config::Config;
 use crate::effect::{Effect, Metric};
+use crate::health::EvalDeadline;
 use crate::input::{Input, InputError, InputKind};
 use crate::object::ReleaseKey;
 use crate::outcome::Outcome;
@@ -43,6 +44,8 @@ pub struct Attempt {
     deadline: Timestamp,
     ctx: Ctx,
     out: Vec<Effect>,
+    /// Raised by the interpreter when this attempt's CEL time is up (SPEC §24).
+    eval_deadline: EvalDeadline,
 }
 
 /// What the attempt waits for. Consumed by value on every input.
@@ -155,6 +158,7 @@ impl Attempt {
             deadline: input.now,
             ctx: Ctx::default(),
             out: Vec::new(),
+            eval_deadline: EvalDeadline::new(cfg.health_eval_timeout),
         };
         match input.kind {
             InputKind::Observed { key, object } => a.begin(key, object),
@@ -216,6 +220,13 @@ impl Attempt {
             }
             _ => self.remaining(now),
         }
+    }
+
+    /// The flag that stops this attempt's `healthCheckExprs` evaluations: the interpreter
+    /// runs the step that judges health on a blocking thread and raises it once the
+    /// attempt's evaluations have taken `--health-eval-timeout` (SPEC §24).
+    pub fn eval_deadline(&self) -> EvalDeadline {
+        self.eval_deadline.clone()
     }
 
     /// True once the attempt has produced `Done`.

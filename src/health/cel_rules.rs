@@ -5,24 +5,64 @@
 //! An expression that does not compile is the user's error and is reported before anything
 //! waits on it ([`compile`]); an expression that compiles but cannot be evaluated on this
 //! object (most often: `status` not written yet) counts as not matching, and its error is
-//! kept in the message so the user sees why nothing matched. An expression whose estimated
-//! cost on this object is over the budget ([`super::cel_cost`]) is not run: the object is
-//! `Failed` with a message that says so, because a worker every tenant shares must not
-//! spend minutes in one tenant's loop.
+//! kept in the message so the user sees why nothing matched. The evaluation counts its
+//! steps and bytes as it runs ([`super::cel_eval`]): one that reaches the budget, or the
+//! interpreter's deadline, stops and the object is `Failed` saying so (SPEC §24), because a
+//! worker every tenant shares must not spend minutes or gigabytes on one tenant's loop.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use cel::{Context, Program, Value as CelValue};
+use cel::Program;
 use serde_json::Value;
 
-use super::cel_cost::{self, MAX_COST, MAX_LOOP_DEPTH, Widths};
+use super::cel_eval::{Compiled, EvalError, MAX_BYTES, MAX_STEPS, Spent, Stop};
 use super::{Assessment, HealthStatus, group_of};
 use crate::api::HealthCheckExpr;
+
+/// The deadline of an attempt's CEL evaluations (`--health-eval-timeout`, SPEC §24).
+///
+/// The core has no clock: the interpreter runs the evaluations on a blocking thread and
+/// raises this flag when the attempt's time is up; every evaluation checks it at each step
+/// and stops. Clones share the flag.
+#[derive(Clone, Debug, Default)]
+pub struct EvalDeadline {
+    flag: Arc<AtomicBool>,
+    after: Duration,
+}
+
+impl EvalDeadline {
+    /// A deadline not raised yet, of `after` (named in the message when it is).
+    pub fn new(after: Duration) -> Self {
+        Self {
+            flag: Arc::default(),
+            after,
+        }
+    }
+
+    /// Raises the flag: every evaluation sharing it stops at its next step.
+    pub fn expire(&self) {
+        self.flag.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the flag is raised.
+    pub fn expired(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+
+    /// The time the evaluations of one attempt may take.
+    pub fn after(&self) -> Duration {
+        self.after
+    }
+}
 
 /// The compiled expressions of one release.
 #[derive(Default)]
 pub struct HealthRules {
     rules: Vec<Rule>,
+    deadline: Option<EvalDeadline>,
 }
 
 impl std::fmt::Debug for HealthRules {
@@ -36,9 +76,9 @@ impl std::fmt::Debug for HealthRules {
 struct Rule {
     group: String,
     kind: String,
-    failed: Option<Program>,
-    current: Program,
-    in_progress: Option<Program>,
+    failed: Option<Compiled>,
+    current: Compiled,
+    in_progress: Option<Compiled>,
 }
 
 /// Which expression of which entry did not compile, and why (SPEC §26: a stall naming it).
@@ -60,7 +100,7 @@ pub struct CompileError {
 /// CEL sources are user input of any size; the parser gets a bounded one.
 const MAX_EXPR_LEN: usize = 4096;
 
-fn compile_one(src: &str) -> Result<Program, String> {
+fn compile_one(src: &str) -> Result<Compiled, String> {
     if src.trim().is_empty() {
         return Err("the expression is empty".to_string());
     }
@@ -72,16 +112,7 @@ fn compile_one(src: &str) -> Result<Program, String> {
     }
     // The parser is generated code: a bug in it must not take the operator down.
     match catch_unwind(AssertUnwindSafe(|| Program::compile(src))) {
-        Ok(Ok(p)) => {
-            let depth = cel_cost::loop_depth(p.expression());
-            if depth > MAX_LOOP_DEPTH {
-                return Err(format!(
-                    "loops nest {depth} deep; the limit is {MAX_LOOP_DEPTH} (each level \
-                     multiplies the cost by the length of a list)"
-                ));
-            }
-            Ok(p)
-        }
+        Ok(Ok(p)) => super::cel_eval::check(p),
         Ok(Err(e)) => Err(one_line(&e.to_string())),
         Err(_) => Err("the CEL parser could not read this expression".to_string()),
     }
@@ -115,56 +146,34 @@ pub fn compile(exprs: &[HealthCheckExpr]) -> Result<HealthRules, CompileError> {
             in_progress: opt("inProgress", &e.in_progress)?,
         });
     }
-    Ok(HealthRules { rules })
+    Ok(HealthRules {
+        rules,
+        deadline: None,
+    })
 }
 
-enum Eval {
-    True,
-    False,
-    Error(String),
-    /// Not run: the estimate is over [`MAX_COST`].
-    TooCostly(u64),
-}
-
-fn eval(p: &Program, obj: &Value, widths: Widths) -> Eval {
-    let estimate = cel_cost::cost(p.expression(), widths);
-    if estimate > MAX_COST {
-        return Eval::TooCostly(estimate);
-    }
-    let run = || -> Eval {
-        let mut ctx = Context::default();
-        if let Some(map) = obj.as_object() {
-            for (k, v) in map {
-                if ctx.add_variable(k.as_str(), v).is_err() {
-                    return Eval::Error(format!("field {k} cannot be read by CEL"));
-                }
-            }
-        }
-        if ctx.add_variable("self", obj).is_err() {
-            return Eval::Error("the object cannot be read by CEL".to_string());
-        }
-        match p.execute(&ctx) {
-            Ok(CelValue::Bool(true)) => Eval::True,
-            Ok(CelValue::Bool(false)) => Eval::False,
-            Ok(other) => Eval::Error(format!("returned {:?}, not a bool", other.type_of())),
-            Err(e) => Eval::Error(one_line(&e.to_string())),
-        }
-    };
-    catch_unwind(AssertUnwindSafe(run))
-        .unwrap_or_else(|_| Eval::Error("the CEL evaluator failed on this object".to_string()))
-}
-
-/// The verdict on an object whose expression was not run: over the evaluation budget.
-fn over_budget(name: &str, estimate: u64, w: Widths) -> Assessment {
-    Assessment::new(
-        HealthStatus::Failed,
-        format!(
-            "healthCheckExprs: {name} was not evaluated: on this object (lists of up to {} \
-             items, strings of up to {} bytes) its estimated cost is {estimate} steps, over \
-             the budget of {MAX_COST}; walk fewer or shorter lists",
-            w.items, w.chars
+/// The verdict on an object whose expression stopped before its end (SPEC §24).
+fn stopped(
+    kind: &str,
+    field: &str,
+    stop: Stop,
+    spent: Spent,
+    deadline: Option<&EvalDeadline>,
+) -> Assessment {
+    let Spent { steps, bytes } = spent;
+    let head = format!("health expression of {kind} stopped after {steps} steps / {bytes} bytes");
+    let why = match (stop, deadline) {
+        (Stop::Interrupted, Some(d)) => format!(
+            "{field}: this attempt's expressions ran over {:?} (--health-eval-timeout)",
+            d.after()
         ),
-    )
+        (Stop::Interrupted, None) => format!("{field}: interrupted"),
+        (Stop::Budget, _) => format!(
+            "{field}: the budget of one evaluation is {MAX_STEPS} steps and {MAX_BYTES} \
+             bytes; walk fewer or shorter lists, build fewer strings"
+        ),
+    };
+    Assessment::new(HealthStatus::Failed, format!("{head} ({why})"))
 }
 
 impl HealthRules {
@@ -174,7 +183,6 @@ impl HealthRules {
             .rules
             .iter()
             .find(|r| r.kind == kind && r.group == group)?;
-        let widths = Widths::of(obj);
         let mut errors = Vec::new();
         let in_order = [
             ("failed", rule.failed.as_ref(), HealthStatus::Failed),
@@ -187,14 +195,22 @@ impl HealthRules {
         ];
         for (name, program, status) in in_order {
             let Some(program) = program else { continue };
-            match eval(program, obj, widths) {
-                Eval::True => {
+            let interrupt = self.deadline.as_ref().map(|d| &*d.flag);
+            // The evaluator is this crate's own code over any JSON; should it ever panic,
+            // the object is judged, not the operator.
+            let run = catch_unwind(AssertUnwindSafe(|| program.evaluate(obj, interrupt)));
+            match run {
+                Ok((Ok(true), _)) => {
                     let msg = format!("healthCheckExprs: {name} is true");
                     return Some(Assessment::new(status, msg));
                 }
-                Eval::False => {}
-                Eval::Error(e) => errors.push(format!("{name}: {e}")),
-                Eval::TooCostly(estimate) => return Some(over_budget(name, estimate, widths)),
+                Ok((Ok(false), _)) => {}
+                Ok((Err(EvalError::Failed(e)), _)) => errors.push(format!("{name}: {e}")),
+                Ok((Err(EvalError::Stopped(stop)), spent)) => {
+                    let d = self.deadline.as_ref();
+                    return Some(stopped(kind, name, stop, spent, d));
+                }
+                Err(_) => errors.push(format!("{name}: the evaluator failed on this object")),
             }
         }
         let mut msg = "healthCheckExprs: current is not true yet".to_string();
@@ -202,6 +218,12 @@ impl HealthRules {
             msg.push_str(&format!(" ({})", errors.join("; ")));
         }
         Some(Assessment::new(HealthStatus::InProgress, msg))
+    }
+
+    /// These rules, stopping at `deadline` once the interpreter raises it.
+    pub fn with_deadline(mut self, deadline: EvalDeadline) -> Self {
+        self.deadline = Some(deadline);
+        self
     }
 
     /// No custom rules: the built-in assessment alone decides.

@@ -102,7 +102,7 @@ impl Attempt {
         objects: Vec<HealthObject>,
     ) {
         let rules = match health::compile(&self.ctx.common.health_check_exprs) {
-            Ok(r) => r,
+            Ok(r) => r.with_deadline(self.eval_deadline.clone()),
             Err(e) => {
                 return self.fail(Failure::stalled(Reason::HealthCheckFailed, e.to_string()));
             }

@@ -75,6 +75,7 @@ fn run_args(ns: &str, registry: &CueRegistry, cache: &Path) -> RunArgs {
         leader_elect_lease_duration: opm_operator::ops::leader::LEASE_DURATION,
         max_concurrent_per_namespace: None,
         health_stall_timeout: opm_operator::ops::health::DEFAULT_STALL_TIMEOUT,
+        health_eval_timeout: opm_core::config::DEFAULT_HEALTH_EVAL_TIMEOUT,
     }
 }
 

@@ -163,6 +163,7 @@ async fn drive(
     let (input, seen) = observe(rt, key, stored).await?;
     trace.input(&input);
     let (mut attempt, mut batch) = Attempt::start(&rt.config, input);
+    let mut cel_time_left = rt.config.health_eval_timeout;
     trace.effects(&batch);
     let mut secrets = SecretTable::default();
     let (mut ready, mut turned_ready) = (seen.ready, false);
@@ -213,8 +214,56 @@ async fn drive(
         }
         let input = Input::new(Timestamp::now(), result);
         trace.input(&input);
-        batch = attempt.step(input)?;
+        batch = if matches!(input.kind, InputKind::HealthRead { .. }) {
+            let stepped = step_judging_health(attempt, input, &mut cel_time_left).await;
+            let (a, b) = stepped?;
+            attempt = a;
+            b
+        } else {
+            attempt.step(input)?
+        };
         trace.effects(&batch);
+    }
+}
+
+/// Feeds a health read to the core on tokio's blocking pool, never on an async worker: the
+/// step judges every object, `healthCheckExprs` included, and a tenant's expression may take
+/// up to its budget of steps (SPEC §24). `left` is what remains of the attempt's
+/// `--health-eval-timeout`; when it runs out the attempt's deadline flag is raised, the
+/// evaluation stops at its next step and the object is `Failed` naming the time, so this
+/// waits at most a step past the deadline. Other releases, watches, probes and the lease
+/// run on the workers meanwhile.
+async fn step_judging_health(
+    mut attempt: Attempt,
+    input: Input,
+    left: &mut Duration,
+) -> Result<(Attempt, Vec<Effect>), DriverError> {
+    let deadline = attempt.eval_deadline();
+    if left.is_zero() {
+        deadline.expire();
+    }
+    let started = std::time::Instant::now();
+    let mut task = tokio::task::spawn_blocking(move || {
+        let batch = attempt.step(input);
+        (attempt, batch)
+    });
+    let joined = match tokio::time::timeout(*left, &mut task).await {
+        Ok(joined) => joined,
+        Err(_) => {
+            tracing::warn!(
+                timeout = ?deadline.after(),
+                "health expressions ran over --health-eval-timeout; stopping them"
+            );
+            deadline.expire();
+            task.await
+        }
+    };
+    *left = left.saturating_sub(started.elapsed());
+    match joined {
+        Ok((attempt, batch)) => Ok((attempt, batch?)),
+        // The step panicked: resumed here, where the attempt's panic guard catches it.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(DriverError::Panicked(e.to_string())),
     }
 }
 

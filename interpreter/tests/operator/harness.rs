@@ -73,6 +73,7 @@ pub fn default_args(ns: &str) -> RunArgs {
         leader_elect_lease_duration: opm_operator::ops::leader::LEASE_DURATION,
         max_concurrent_per_namespace: None,
         health_stall_timeout: opm_operator::ops::health::DEFAULT_STALL_TIMEOUT,
+        health_eval_timeout: opm_core::config::DEFAULT_HEALTH_EVAL_TIMEOUT,
     }
 }
 

@@ -140,6 +140,10 @@ pub struct RunArgs {
     /// has started or finished an effect for this long (SPEC §22).
     #[arg(long, default_value = "15m", value_parser = parse_duration)]
     pub health_stall_timeout: Duration,
+    /// Time one attempt's `healthCheckExprs` evaluations may take together, on a blocking
+    /// thread; over it the object being judged is `Failed` (SPEC §24).
+    #[arg(long, default_value = "1s", value_parser = crate::commands::flags::positive_duration)]
+    pub health_eval_timeout: Duration,
 }
 
 /// Parses `30s`, `1m30s`, `1.5h`, `250ms` or plain seconds, at most 24h
