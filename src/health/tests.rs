@@ -467,29 +467,27 @@ proptest! {
 }
 
 #[test]
-fn loops_nested_too_deep_are_refused_when_compiled() {
-    let deep = HealthCheckExpr {
-        current: "self.a.all(w, self.a.all(x, self.a.all(y, self.a.all(z, w == z))))".into(),
-        ..widget_exprs()[0].clone()
-    };
-    let err = compile(&[deep]).unwrap_err();
-    assert_eq!(err.field, "current");
-    assert!(
-        err.message.contains("loops nest 4 deep; the limit is 3"),
-        "{err}"
-    );
-    // Three levels compile; what they cost is judged on each object.
-    let three = HealthCheckExpr {
-        current: "self.a.all(x, self.a.all(y, self.a.all(z, x == z)))".into(),
-        ..widget_exprs()[0].clone()
-    };
-    assert!(compile(&[three]).is_ok());
+fn what_the_evaluator_does_not_implement_is_refused_when_compiled() {
+    for (src, why) in [
+        ("timestamp(status.at) > timestamp('2020-01-01T00:00:00Z')", "function timestamp is not supported"),
+        ("status.items.all(k, v, v > 0)", "function all is not supported"),
+        ("status.phase.matches('(')", "not a valid regular expression"),
+    ] {
+        let e = HealthCheckExpr {
+            current: src.into(),
+            ..widget_exprs()[0].clone()
+        };
+        let err = compile(&[e]).unwrap_err();
+        assert!(err.message.contains(why), "{src}: {err}");
+    }
 }
 
 #[test]
-fn an_expression_too_costly_for_this_object_is_not_run_and_fails_naming_the_budget() {
+fn loops_nest_as_deep_as_written_and_the_budget_stops_them_while_they_run() {
     let rules = compile(&[HealthCheckExpr {
-        current: "status.items.all(x, status.items.exists(y, x == y))".into(),
+        current: "status.items.all(w, status.items.all(x, status.items.all(y, \
+                  status.items.all(z, w + x + y + z >= 0))))"
+            .into(),
         ..widget_exprs()[0].clone()
     }])
     .unwrap();
@@ -499,14 +497,66 @@ fn an_expression_too_costly_for_this_object_is_not_run_and_fails_naming_the_budg
             "status": {"items": items}})
     };
     // Small: evaluated, and true.
-    assert_eq!(assess(&widget(50), &rules).status, HealthStatus::Current);
-    // 20 000 items, nested twice: 4·10⁸ steps estimated, never run.
-    let a = assess(&widget(20_000), &rules);
+    assert_eq!(assess(&widget(5), &rules).status, HealthStatus::Current);
+    // 100 items nested four deep: 10⁸ iterations, stopped at the first million steps.
+    let a = assess(&widget(100), &rules);
     assert_eq!(a.status, HealthStatus::Failed);
     assert!(
-        a.message.contains("current was not evaluated")
-            && a.message.contains("lists of up to 20000 items")
-            && a.message.contains("over the budget of 1000000"),
+        a.message
+            .starts_with("health expression of Widget stopped after 100000")
+            && a.message.contains(" steps / 0 bytes (current: the budget of one evaluation \
+                is 1000000 steps and 8388608 bytes"),
+        "{}",
+        a.message
+    );
+}
+
+#[test]
+fn the_interpreters_deadline_stops_an_evaluation_and_names_the_time() {
+    let deadline = EvalDeadline::new(std::time::Duration::from_millis(1500));
+    let rules = compile(&widget_exprs())
+        .unwrap()
+        .with_deadline(deadline.clone());
+    let w = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+        "status": {"phase": "Running"}});
+    assert_eq!(assess(&w, &rules).status, HealthStatus::Current);
+    deadline.expire();
+    let a = assess(&w, &rules);
+    assert_eq!(a.status, HealthStatus::Failed);
+    assert_eq!(
+        a.message,
+        "health expression of Widget stopped after 1 steps / 0 bytes (failed: this \
+         attempt's expressions ran over 1.5s (--health-eval-timeout))"
+    );
+}
+
+#[test]
+fn the_budget_counts_what_an_evaluation_builds() {
+    let rules = compile(&[HealthCheckExpr {
+        current: "size(status.items.map(a, status.items.map(b, [a, b, a, b, a, b]))) > 0".into(),
+        ..widget_exprs()[0].clone()
+    }])
+    .unwrap();
+    let w = |n: usize| {
+        let items: Vec<u64> = (0..n as u64).collect();
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+            "status": {"items": items}})
+    };
+    // 100 lists of 6: judged.
+    assert_eq!(assess(&w(10), &rules).status, HealthStatus::Current);
+    // A million lists of 6 would be hundreds of MiB, in far fewer steps than the budget's:
+    // stopped at 8 MiB.
+    let a = assess(&w(1000), &rules);
+    assert_eq!(a.status, HealthStatus::Failed, "{}", a.message);
+    let bytes: u64 = a
+        .message
+        .split(" steps / ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|b| b.parse().ok())
+        .expect("bytes in the message");
+    assert!(
+        (8 * 1024 * 1024..9 * 1024 * 1024).contains(&bytes),
         "{}",
         a.message
     );

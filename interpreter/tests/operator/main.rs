@@ -16,6 +16,7 @@ mod metrics;
 mod private_registry;
 mod process;
 mod rbac;
+mod redteam_cel;
 mod redteam_fairness;
 mod redteam_inputs;
 mod redteam_ownership;
