@@ -67,6 +67,7 @@ fuzz:
 	OPM_FUZZ_CASES=1000000 cargo test --locked -p opm-operator --test fuzz_extract -- --nocapture
 	OPM_FUZZ_CASES=1000000 cargo test --locked -p opm-core --test fuzz_render_value -- --nocapture
 	OPM_FUZZ_CASES=100000 cargo test --locked -p opm-core --test fuzz_spec -- --nocapture
+	OPM_FUZZ_CASES=100000 cargo test --locked -p opm-core --test fuzz_health_cel -- --nocapture
 	cargo bench --locked -p opm-core --bench fault_schedules
 
 # Side by side with Flux kustomize-controller (builds it from its Go module once, then

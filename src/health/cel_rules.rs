@@ -100,6 +100,50 @@ pub struct CompileError {
 /// CEL sources are user input of any size; the parser gets a bounded one.
 const MAX_EXPR_LEN: usize = 4096;
 
+/// Brackets (`(`, `[`, `{`) nested deeper than this are refused before parsing: the `cel`
+/// crate's generated parser recurses through some fifteen grammar rules per level, about
+/// 170 KiB of stack per level in a debug build, so a dozen levels written by a tenant
+/// would overflow a 2 MiB thread stack and abort the process (no unwinding catches that).
+/// Health rules need a handful of levels.
+const MAX_NESTING: usize = 8;
+
+/// How deeply brackets nest in `src`, string literals skipped.
+fn nesting(src: &str) -> usize {
+    let b = src.as_bytes();
+    let (mut i, mut depth, mut max) = (0, 0usize, 0usize);
+    while i < b.len() {
+        match b[i] {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            q @ (b'\'' | b'"') => {
+                let raw = i > 0 && matches!(b[i - 1], b'r' | b'R');
+                let triple = b[i..].starts_with(&[q, q, q]);
+                i += if triple { 3 } else { 1 };
+                while i < b.len() {
+                    if b[i] == b'\\' && !raw {
+                        i += 2;
+                        continue;
+                    }
+                    if triple && b[i..].starts_with(&[q, q, q]) {
+                        i += 2;
+                        break;
+                    }
+                    if !triple && b[i] == q {
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    max
+}
+
 fn compile_one(src: &str) -> Result<Compiled, String> {
     if src.trim().is_empty() {
         return Err("the expression is empty".to_string());
@@ -108,6 +152,12 @@ fn compile_one(src: &str) -> Result<Compiled, String> {
         return Err(format!(
             "the expression is {} bytes; the limit is {MAX_EXPR_LEN}",
             src.len()
+        ));
+    }
+    let depth = nesting(src);
+    if depth > MAX_NESTING {
+        return Err(format!(
+            "brackets nest {depth} deep; the limit is {MAX_NESTING}"
         ));
     }
     // The parser is generated code: a bug in it must not take the operator down.

@@ -472,6 +472,14 @@ fn what_the_evaluator_does_not_implement_is_refused_when_compiled() {
         ("timestamp(status.at) > timestamp('2020-01-01T00:00:00Z')", "function timestamp is not supported"),
         ("status.items.all(k, v, v > 0)", "function all is not supported"),
         ("status.phase.matches('(')", "not a valid regular expression"),
+        (
+            "[[[[[[[[[1]]]]]]]]] == status.items",
+            "brackets nest 9 deep; the limit is 8",
+        ),
+        (
+            "size(size(size(size(size(size(size(size(size(1))))))))) > 0",
+            "brackets nest 9 deep",
+        ),
     ] {
         let e = HealthCheckExpr {
             current: src.into(),
@@ -480,6 +488,20 @@ fn what_the_evaluator_does_not_implement_is_refused_when_compiled() {
         let err = compile(&[e]).unwrap_err();
         assert!(err.message.contains(why), "{src}: {err}");
     }
+}
+
+#[test]
+fn brackets_inside_string_literals_do_not_count_as_nesting() {
+    let e = HealthCheckExpr {
+        current: "status.phase != '((((((((((' && status.phase != \"[[[[[[[[[[\" \
+                  && status.phase != r'\\((((((((((' && status.phase != '''{{{{{{{{{{'''"
+            .into(),
+        ..widget_exprs()[0].clone()
+    };
+    let rules = compile(&[e]).expect("compiles");
+    let w = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+        "status": {"phase": "Running"}});
+    assert_eq!(assess(&w, &rules).status, HealthStatus::Current);
 }
 
 #[test]
