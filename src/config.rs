@@ -62,6 +62,10 @@ pub struct Config {
     /// `--max-render-bytes` (SPEC §24): a larger exported JSON stalls `RenderFailed`.
     #[serde(default = "default_max_render_bytes")]
     pub max_render_bytes: u64,
+    /// `--max-values-bytes` (SPEC §24): the parsed `valuesFrom` content of one release
+    /// above this stalls `ValuesNotFound`; the interpreter stops parsing there.
+    #[serde(default = "default_max_values_bytes")]
+    pub max_values_bytes: u64,
 }
 
 fn default_requeue_dependency() -> Duration {
@@ -72,6 +76,13 @@ fn default_requeue_dependency() -> Duration {
 pub const DEFAULT_MAX_RENDER_OBJECTS: u64 = 5_000;
 /// SPEC §24 default of `--max-render-bytes` (32 MiB).
 pub const DEFAULT_MAX_RENDER_BYTES: u64 = 32 * 1024 * 1024;
+
+/// SPEC §24 default of `--max-values-bytes` (4 MiB).
+pub const DEFAULT_MAX_VALUES_BYTES: u64 = 4 * 1024 * 1024;
+
+fn default_max_values_bytes() -> u64 {
+    DEFAULT_MAX_VALUES_BYTES
+}
 
 fn default_max_render_objects() -> u64 {
     DEFAULT_MAX_RENDER_OBJECTS
@@ -90,6 +101,7 @@ impl Default for Config {
             allow_operator_identity: AllowOperatorIdentity::Off,
             max_render_objects: DEFAULT_MAX_RENDER_OBJECTS,
             max_render_bytes: DEFAULT_MAX_RENDER_BYTES,
+            max_values_bytes: DEFAULT_MAX_VALUES_BYTES,
         }
     }
 }

@@ -94,6 +94,7 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
         allow_operator_identity: args.allow_operator_identity,
         max_render_objects: args.max_render_objects,
         max_render_bytes: args.max_render_bytes,
+        max_values_bytes: args.max_values_bytes,
     };
     let limit = RateLimit {
         qps: args.kube_api_qps,
