@@ -65,6 +65,7 @@ pub struct ModuleReleaseSpec {
     pub values: Option<serde_json::Value>,
     /// ConfigMaps and Secrets merged in order under `values` (SPEC §27).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = common::bounds::VALUES_FROM))]
     pub values_from: Vec<values_from::ValuesReference>,
     /// Options shared by both kinds.
     #[serde(flatten)]
@@ -119,7 +120,7 @@ pub struct ReleaseSpec {
     /// The Flux source holding the artifact.
     pub source_ref: SourceRef,
     /// Directory in the artifact holding `release.cue`; `.` is the artifact root.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = common::bounds::ARTIFACT_PATH))]
     pub path: String,
     /// Options shared by both kinds.
     #[serde(flatten)]

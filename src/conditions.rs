@@ -27,6 +27,25 @@ pub fn truncate(s: &str, max: usize) -> String {
     s[..end].to_string()
 }
 
+/// Whether `c` is removed from a message: a control character other than newline and tab
+/// (ESC starts a terminal escape sequence, CR rewrites the line, C1 `U+009B` is a CSI on
+/// some terminals), or a bidirectional override that makes a terminal show text in
+/// another order than it is stored.
+pub fn is_unsafe_in_message(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` without the characters of [`is_unsafe_in_message`] (SPEC §24): every message that
+/// may quote what a tenant wrote (a name, a CUE, CEL or API error) goes through this
+/// before it reaches a condition, an event, the history or a terminal.
+pub fn without_control(s: &str) -> String {
+    if !s.chars().any(is_unsafe_in_message) {
+        return s.to_string();
+    }
+    s.chars().filter(|c| !is_unsafe_in_message(*c)).collect()
+}
+
 /// Seconds precision, as the API server stores times; keeps comparisons with persisted
 /// values exact.
 pub fn k8s_time(now: Timestamp) -> Time {
@@ -57,9 +76,10 @@ impl Conditions {
         self.get(type_).is_some_and(|c| c.status == status)
     }
 
-    /// Sets `type_` (message truncated to the API limit); its transition time is decided at `finalize`.
+    /// Sets `type_` (message without control characters, truncated to the API limit); its
+    /// transition time is decided at `finalize`.
     pub fn set(&mut self, type_: &str, status: &str, reason: Reason, message: &str) {
-        let message = truncate(message, CONDITION_MESSAGE_MAX);
+        let message = truncate(&without_control(message), CONDITION_MESSAGE_MAX);
         match self.list.iter_mut().find(|c| c.type_ == type_) {
             Some(c) => {
                 c.status = status.to_string();
@@ -132,6 +152,23 @@ fn order_key(type_: &str) -> (u8, &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_removed_newlines_and_tabs_kept() {
+        assert_eq!(
+            without_control("a\u{1b}[31mred\u{7}\r\nb\tc\u{9b}d\u{202e}e\u{0}"),
+            "a[31mred\nb\tcde"
+        );
+        assert_eq!(without_control("plain: ok"), "plain: ok");
+        let mut c = Conditions::default();
+        c.set(
+            "Ready",
+            FALSE,
+            Reason::RenderFailed,
+            "x\u{1b}]0;title\u{7}y",
+        );
+        assert_eq!(c.get("Ready").unwrap().message, "x]0;titley");
+    }
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()

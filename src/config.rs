@@ -66,6 +66,10 @@ pub struct Config {
     /// evaluations may take, together; over it the object being judged is `Failed`.
     #[serde(default = "default_health_eval_timeout")]
     pub health_eval_timeout: Duration,
+    /// `--max-values-bytes` (SPEC §24): the parsed `valuesFrom` content of one release
+    /// above this stalls `ValuesNotFound`; the interpreter stops parsing there.
+    #[serde(default = "default_max_values_bytes")]
+    pub max_values_bytes: u64,
 }
 
 /// SPEC §24 default of `--health-eval-timeout`.
@@ -83,6 +87,13 @@ fn default_requeue_dependency() -> Duration {
 pub const DEFAULT_MAX_RENDER_OBJECTS: u64 = 5_000;
 /// SPEC §24 default of `--max-render-bytes` (32 MiB).
 pub const DEFAULT_MAX_RENDER_BYTES: u64 = 32 * 1024 * 1024;
+
+/// SPEC §24 default of `--max-values-bytes` (4 MiB).
+pub const DEFAULT_MAX_VALUES_BYTES: u64 = 4 * 1024 * 1024;
+
+fn default_max_values_bytes() -> u64 {
+    DEFAULT_MAX_VALUES_BYTES
+}
 
 fn default_max_render_objects() -> u64 {
     DEFAULT_MAX_RENDER_OBJECTS
@@ -102,6 +113,7 @@ impl Default for Config {
             max_render_objects: DEFAULT_MAX_RENDER_OBJECTS,
             max_render_bytes: DEFAULT_MAX_RENDER_BYTES,
             health_eval_timeout: DEFAULT_HEALTH_EVAL_TIMEOUT,
+            max_values_bytes: DEFAULT_MAX_VALUES_BYTES,
         }
     }
 }

@@ -41,7 +41,10 @@ pub fn push_history(history: &mut Vec<HistoryEntry>, mut entry: HistoryEntry) {
         .max()
         .unwrap_or(0)
         .saturating_add(1);
-    entry.message = truncate(&entry.message, HISTORY_MESSAGE_MAX);
+    entry.message = truncate(
+        &crate::conditions::without_control(&entry.message),
+        HISTORY_MESSAGE_MAX,
+    );
     history.insert(0, entry);
     history.truncate(HISTORY_CAP);
 }

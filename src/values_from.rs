@@ -48,6 +48,79 @@ pub enum ValuesContent {
         /// Where parsing stopped.
         message: String,
     },
+    /// Parsing stopped once this entry's content passed what was left of
+    /// `--max-values-bytes` (a YAML anchor bomb stops here, never expanded in full), or the
+    /// entry was not read because an earlier one passed it (`bytes` 0).
+    TooLarge {
+        /// The size of this entry counted before parsing stopped ([`size_of`]'s measure).
+        bytes: u64,
+    },
+}
+
+/// Every value counts at least this many bytes: roughly what it takes in memory, so a
+/// long list of tiny numbers cannot pass the cap by a factor of twenty.
+pub const MIN_VALUE_BYTES: u64 = 16;
+
+/// The size of a parsed value as `--max-values-bytes` counts it (SPEC §24): its JSON
+/// encoding, each string and key by its bytes, and each value at least
+/// [`MIN_VALUE_BYTES`]. The interpreter's bounded parser counts the same way while it
+/// parses, so it stops before building more than the cap.
+pub fn size_of(v: &Value) -> u64 {
+    let own = match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+        Value::String(s) => s.len() as u64 + 2,
+        Value::Array(a) => a.iter().map(size_of).sum::<u64>() + 2,
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| k.len() as u64 + 3 + size_of(v))
+            .sum::<u64>()
+            .saturating_add(2),
+    };
+    own.max(MIN_VALUE_BYTES)
+}
+
+/// SPEC §24: the `valuesFrom` content of one release, after parsing, is at most
+/// `max_bytes`; an entry named twice (same object, key and form) counts once, as it is
+/// read once. Over it: stall `ValuesNotFound` "values from N objects are X bytes; the cap
+/// is M", N the distinct objects named, X the bytes counted (a lower bound when parsing
+/// stopped at the cap).
+pub fn check_size(
+    refs: &[ValuesReference],
+    read: &[Result<ValuesContent, ApiError>],
+    max_bytes: u64,
+) -> Result<(), Failure> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut total: u64 = 0;
+    let mut stopped = false;
+    for (r, got) in refs.iter().zip(read) {
+        let raw = r.target_path.as_deref().is_some_and(|p| !p.is_empty());
+        if !seen.insert((r.kind, r.name.as_str(), r.key(), raw)) {
+            continue;
+        }
+        match got {
+            Ok(ValuesContent::Found { value }) => {
+                total = total.saturating_add(size_of(value));
+            }
+            Ok(ValuesContent::TooLarge { bytes }) => {
+                stopped = true;
+                total = total.saturating_add(*bytes);
+            }
+            _ => {}
+        }
+    }
+    if !stopped && total <= max_bytes {
+        return Ok(());
+    }
+    let objects: std::collections::BTreeSet<_> =
+        refs.iter().map(|r| (r.kind, r.name.as_str())).collect();
+    Err(Failure::stalled(
+        Reason::ValuesNotFound,
+        format!(
+            "values from {} objects are {} bytes; the cap is {max_bytes}",
+            objects.len(),
+            total.max(max_bytes.saturating_add(1))
+        ),
+    ))
 }
 
 /// What the interpreter found for `module.secretRef` (SPEC §27).
@@ -213,6 +286,13 @@ pub fn compose(
                 return Err(Failure::stalled(
                     Reason::RenderFailed,
                     format!("valuesFrom {what} key {key:?} is not valid YAML or JSON: {message}"),
+                ));
+            }
+            // [`check_size`] refuses these first; without it, still never merged.
+            ValuesContent::TooLarge { .. } => {
+                return Err(Failure::stalled(
+                    Reason::ValuesNotFound,
+                    format!("valuesFrom {what} key {key:?} passes --max-values-bytes"),
                 ));
             }
         };

@@ -634,3 +634,116 @@ fn deployments_carry_the_operator_flags() {
         .expect("http-health port");
     assert!(health.ends_with(&format!(":{}", port["containerPort"])));
 }
+
+/// Spec fields a tenant may write without a bound of their own, each with the reason.
+/// Everything else a tenant writes must carry one (SPEC §24).
+const UNBOUNDED_BY_DESIGN: [(&str, &str); 2] = [
+    (
+        "spec.values",
+        "free-form values, checked by the module's own #config in CUE; bounded as a whole by \
+         the API server's object size limit and the render's limits (SPEC §24)",
+    ),
+    (
+        "spec.driftDetection.ignore[].target.name",
+        "an exact-match filter over rendered objects, never read: names such as the \
+         ClusterRole `system:aggregate-to-view` are not DNS-1123; bounded by maxLength",
+    ),
+];
+
+/// Properties that name an object: each must carry a DNS-1123 pattern (SPEC §24 "names").
+fn is_name_field(name: &str) -> bool {
+    name == "name" || name == "namespace" || name.ends_with("Name")
+}
+
+/// Every tenant-writable list without `maxItems`, string without `maxLength` or `enum`,
+/// name without a `pattern`, and free-form object, under `schema`.
+fn unbounded(schema: &Value, at: &str, field: &str, out: &mut Vec<String>) {
+    let allowed = |what: &str| UNBOUNDED_BY_DESIGN.iter().any(|(p, _)| *p == what);
+    if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+        && !allowed(at)
+    {
+        out.push(format!(
+            "{at}: free-form (x-kubernetes-preserve-unknown-fields)"
+        ));
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        Some("array") => {
+            if schema.get("maxItems").is_none() && !allowed(at) {
+                out.push(format!("{at}: a list without maxItems"));
+            }
+        }
+        Some("string") => {
+            let bounded = schema.get("maxLength").is_some() || schema.get("enum").is_some();
+            if !bounded && !allowed(at) {
+                out.push(format!("{at}: a string without maxLength or enum"));
+            }
+            let named = schema.get("pattern").is_some() || schema.get("enum").is_some();
+            if is_name_field(field) && !named && !allowed(at) {
+                out.push(format!("{at}: a name without a pattern"));
+            }
+        }
+        _ => {}
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, prop) in props {
+            unbounded(prop, &format!("{at}.{name}"), name, out);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        unbounded(items, &format!("{at}[]"), field, out);
+    }
+    if let Some(extra) = schema.get("additionalProperties").filter(|v| v.is_object()) {
+        unbounded(extra, &format!("{at}{{}}"), field, out);
+    }
+}
+
+/// SPEC §24: every list and string a tenant writes in a release's spec is bounded by the
+/// CRD, and every name has a pattern, so the API server refuses a hostile spec before the
+/// operator reads it. A field added without a bound fails here.
+#[test]
+fn every_tenant_writable_list_and_string_is_bounded() {
+    for crd in opm_core::api::crds() {
+        let crd = serde_json::to_value(&crd).unwrap();
+        let plural = crd["spec"]["names"]["plural"].as_str().unwrap().to_owned();
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        assert!(spec.is_object(), "{plural}: no spec schema");
+        let mut missing = Vec::new();
+        unbounded(spec, "spec", "spec", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "{plural}: tenant-writable fields without a bound (add one, or an entry with a \
+             reason to UNBOUNDED_BY_DESIGN):\n{}",
+            missing.join("\n")
+        );
+    }
+}
+
+/// The walker above catches what it should: a schema with an unbounded list, string and
+/// name is reported, field by field.
+#[test]
+fn the_bounds_walker_reports_unbounded_fields() {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "refs": {"type": "array", "items": {"type": "object", "properties": {
+                "name": {"type": "string", "maxLength": 253},
+                "key": {"type": "string"}
+            }}},
+            "serviceAccountName": {"type": "string", "maxLength": 253, "pattern": "^a$"},
+            "mode": {"type": "string", "enum": ["A", "B"]},
+            "blob": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        }
+    });
+    let mut out = Vec::new();
+    unbounded(&schema, "spec", "spec", &mut out);
+    out.sort();
+    assert_eq!(
+        out,
+        [
+            "spec.blob: free-form (x-kubernetes-preserve-unknown-fields)",
+            "spec.refs: a list without maxItems",
+            "spec.refs[].key: a string without maxLength or enum",
+            "spec.refs[].name: a name without a pattern",
+        ]
+    );
+}

@@ -397,3 +397,78 @@ fn a_failed_health_read_is_unknown_not_current() {
     assert_eq!(h.unknown, 1);
     assert!(h.objects[0].message.contains("etcd down"));
 }
+
+fn check_in(namespace: &str) -> opm_core::api::HealthCheckRef {
+    opm_core::api::HealthCheckRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "token".into(),
+        namespace: namespace.into(),
+    }
+}
+
+/// SPEC §26 (issue 31 item 3): a `healthChecks` entry is confined like every reference:
+/// another namespace stalls `CrossNamespaceRefDenied` before anything is read or applied,
+/// unless `--allow-cross-namespace-refs`; its own namespace (written or not) is fine.
+#[test]
+fn a_health_check_in_another_namespace_is_refused_unless_allowed() {
+    let mut mr = module_release();
+    mr.spec.common.health_checks = vec![check_in("demo"), check_in("victim")];
+    let r = run_mr(&operator_cfg(), mr.clone(), &Canned::default());
+    assert_eq!(
+        (r.outcome, r.reason.as_str()),
+        (Outcome::FailedStalled, "CrossNamespaceRefDenied")
+    );
+    assert_eq!(
+        r.cond3("Stalled").unwrap().2,
+        "cross-namespace health check of ConfigMap victim/token is not allowed (--allow-cross-namespace-refs is off)"
+    );
+    assert!(r.find(EffectKind::AssessHealth).is_none());
+    assert!(r.find(EffectKind::Render).is_none());
+    assert!(r.find(EffectKind::Apply).is_none());
+
+    let allowed = opm_core::Config {
+        allow_cross_namespace_refs: true,
+        ..operator_cfg()
+    };
+    let r = run_mr(&allowed, mr, &Canned::default());
+    assert_ne!(r.reason, "CrossNamespaceRefDenied");
+    let mut own = module_release();
+    own.spec.common.health_checks = vec![check_in("demo"), check_in("")];
+    let r = run_mr(&operator_cfg(), own, &Canned::default());
+    assert_ne!(r.reason, "CrossNamespaceRefDenied");
+}
+
+/// SPEC §24: what a tenant wrote reaches conditions, history and events without control
+/// characters: a CUE error quoting a value with an ESC sequence and a carriage return.
+#[test]
+fn control_characters_never_reach_conditions_history_or_events() {
+    let canned = Canned {
+        render: Err(opm_core::input::RenderError::Evaluation {
+            message: "values.message: conflicting values \"\u{1b}[2J\u{1b}]0;pwned\u{7}\" and int\r\nnext line\tok \u{202e}txt".into(),
+        }),
+        ..Canned::default()
+    };
+    let r = run_mr(&operator_cfg(), module_release(), &canned);
+    assert_eq!(r.reason, "RenderFailed");
+    let mut texts: Vec<String> = r
+        .status
+        .conditions
+        .iter()
+        .map(|c| c.message.clone())
+        .collect();
+    texts.extend(r.status.history.iter().map(|h| h.message.clone()));
+    texts.extend(r.events().iter().map(|e| e.note.clone()));
+    assert!(texts.iter().any(|t| t.contains("[2J]0;pwned")), "{texts:?}");
+    for t in &texts {
+        assert!(
+            !t.chars()
+                .any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{202e}'),
+            "{t:?}"
+        );
+    }
+    assert!(
+        texts.iter().any(|t| t.contains("int\nnext line\tok txt")),
+        "newlines and tabs stay: {texts:?}"
+    );
+}

@@ -515,6 +515,8 @@ async fn render(
                     &m.spec.values_from,
                     secret_ref.as_deref(),
                     secrets,
+                    opm_core::config::DEFAULT_MAX_VALUES_BYTES,
+                    &mut Vec::new(),
                 )
                 .await;
                 let InputKind::ValuesRead {
@@ -524,6 +526,14 @@ async fn render(
                 else {
                     return Err(CliError::Other("reading valuesFrom gave no answer".into()));
                 };
+                opm_core::values_from::check_size(
+                    &m.spec.values_from,
+                    &got,
+                    opm_core::config::DEFAULT_MAX_VALUES_BYTES,
+                )
+                .map_err(|f| {
+                    CliError::Other(format!("valuesFrom ({}): {}", f.reason, f.message))
+                })?;
                 let merged = opm_core::values_from::compose(
                     &key.namespace,
                     &m.spec.values_from,

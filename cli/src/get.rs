@@ -125,7 +125,7 @@ pub async fn watch(s: &Session, target: Target, format: Format) -> Result<String
                     .unwrap_or_default()
             };
             let mut out = std::io::stdout().lock();
-            let _ = out.write_all(text.as_bytes());
+            let _ = out.write_all(crate::output::for_terminal(&text).as_bytes());
             let _ = out.flush();
             first = false;
         }

@@ -207,7 +207,7 @@ fn main() -> ExitCode {
     match rt.block_on(run(cli.command)) {
         Ok((text, verdict)) => {
             let mut stdout = std::io::stdout().lock();
-            let _ = stdout.write_all(text.as_bytes());
+            let _ = stdout.write_all(output::for_terminal(&text).as_bytes());
             let _ = stdout.flush();
             match verdict {
                 Verdict::Ok => ExitCode::SUCCESS,
@@ -215,7 +215,7 @@ fn main() -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", output::for_terminal(&e.to_string()));
             ExitCode::from(2)
         }
     }

@@ -79,6 +79,7 @@ pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
     // A rule that does not compile stalls the release (SPEC §26); here the built-in rules
     // still say what they can.
     let rules = health::compile(&obj.common().health_check_exprs).unwrap_or_else(|e| {
+        let e = crate::output::for_terminal(&e.to_string());
         eprintln!("warning: healthCheckExprs do not compile ({e}); using the built-in rules");
         HealthRules::default()
     });

@@ -29,15 +29,57 @@ pub const DNS1123_SUBDOMAIN: &str =
 /// A DNS-1123 label (at most 63 characters): the name of a namespace.
 pub const DNS1123_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 
+/// An API version as `kubectl` writes it: `v1`, `apps/v1`, `example.com/v1alpha1` (a
+/// DNS-1123 subdomain group, a slash, a lowercase alphanumeric version).
+pub const API_VERSION: &str =
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-z0-9]+$";
+
+/// A kind: letters and digits, starting with a letter (`Deployment`, `Certificate`).
+pub const KIND: &str = r"^[A-Za-z][A-Za-z0-9]*$";
+
+/// The bounds SPEC §24 puts on what a tenant writes in a spec, each refused by the CRD.
+/// A test over the generated CRDs (`tests/deploy_crds.rs`) fails when a tenant-writable
+/// list or string has none, so a field added later cannot forget its own.
+pub mod bounds {
+    /// A DNS-1123 subdomain: the name of a namespaced object.
+    pub const NAME: u32 = 253;
+    /// A DNS-1123 label: a namespace.
+    pub const NAMESPACE: u32 = 63;
+    /// `group/version`: a subdomain, a slash, a label.
+    pub const API_VERSION: u32 = 253 + 1 + 63;
+    /// A kind is a DNS-1123 label once lowercased.
+    pub const KIND: u32 = 63;
+    /// `spec.healthChecks` entries (SPEC §1.1).
+    pub const HEALTH_CHECKS: u32 = 32;
+    /// `spec.healthCheckExprs` entries (SPEC §1.1).
+    pub const HEALTH_CHECK_EXPRS: u32 = 16;
+    /// One CEL expression, in bytes (SPEC §1.1: 1 KiB).
+    pub const EXPRESSION: u32 = 1024;
+    /// `spec.valuesFrom` entries (SPEC §1.1).
+    pub const VALUES_FROM: u32 = 16;
+    /// `spec.dependsOn` entries: each is one read of a release per attempt.
+    pub const DEPENDS_ON: u32 = 32;
+    /// `spec.driftDetection.ignore` rules, and paths in one rule.
+    pub const IGNORE_RULES: u32 = 32;
+    /// A JSON pointer of an ignore rule, a label selector.
+    pub const POINTER: u32 = 1024;
+    /// `spec.module.path`: a CUE module import path.
+    pub const MODULE_PATH: u32 = 512;
+    /// `spec.module.version`: a semantic version.
+    pub const MODULE_VERSION: u32 = 128;
+    /// `spec.path` of a Release: a directory in the artifact.
+    pub const ARTIFACT_PATH: u32 = 1024;
+}
+
 /// `spec.module` of a ModuleRelease.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModuleRef {
     /// CUE module import path, e.g. `example.com/modules/web@v0`.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = bounds::MODULE_PATH))]
     pub path: String,
     /// Exact version, e.g. `v0.2.1`.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = bounds::MODULE_VERSION))]
     pub version: String,
     /// Registry credentials for this module's pull (SPEC §27).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,20 +92,22 @@ pub struct ModuleRef {
 pub struct SourceRef {
     /// API version of the source: `source.toolkit.fluxcd.io/v1` (the default when empty).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = bounds::API_VERSION))]
     #[schemars(extend("x-kubernetes-validations" = [{
         "rule": SOURCE_API_VERSION_RULE,
         "message": "sourceRef.apiVersion must be source.toolkit.fluxcd.io/v1 (or empty)"
     }]))]
     pub api_version: String,
     /// `OCIRepository`, `GitRepository` or `Bucket`.
+    #[schemars(extend("enum" = ["OCIRepository", "GitRepository", "Bucket"]))]
     pub kind: String,
     /// Name of the source object (a DNS-1123 subdomain).
-    #[schemars(length(min = 1, max = 253), pattern(DNS1123_SUBDOMAIN))]
+    #[schemars(length(min = 1, max = bounds::NAME), pattern(DNS1123_SUBDOMAIN))]
     pub name: String,
     /// Its namespace; defaults to the release's (another namespace needs
     /// `--allow-cross-namespace-refs`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[schemars(length(max = 63), pattern(DNS1123_LABEL))]
+    #[schemars(length(max = bounds::NAMESPACE), pattern(DNS1123_LABEL))]
     pub namespace: String,
 }
 
@@ -74,13 +118,16 @@ pub struct SourceRef {
 #[serde(rename_all = "camelCase")]
 pub struct DependencyRef {
     /// Name of the release depended on.
+    #[schemars(length(min = 1, max = bounds::NAME), pattern(DNS1123_SUBDOMAIN))]
     pub name: String,
     /// Its namespace; defaults to this release's (another namespace needs
     /// `--allow-cross-namespace-refs`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = bounds::NAMESPACE), pattern(DNS1123_LABEL))]
     pub namespace: String,
     /// `ModuleRelease` or `Release`; defaults to the depending release's own kind.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 13), pattern(r"^(ModuleRelease|Release)?$"))]
     pub kind: String,
 }
 
@@ -109,6 +156,7 @@ pub struct DriftDetection {
     /// owns such a field it is left out of what is applied; where only the release manages
     /// it, its live value is kept (SPEC §28).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = bounds::IGNORE_RULES))]
     pub ignore: Vec<IgnoreRule>,
 }
 
@@ -117,7 +165,7 @@ pub struct DriftDetection {
 #[serde(rename_all = "camelCase")]
 pub struct IgnoreRule {
     /// JSON pointers (RFC 6901) of the ignored fields, e.g. `/spec/replicas`.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = bounds::IGNORE_RULES), inner(length(max = bounds::POINTER)))]
     pub paths: Vec<String>,
     /// Which objects the rule applies to; all of the release's objects when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,21 +178,27 @@ pub struct IgnoreRule {
 pub struct IgnoreTarget {
     /// API group of the objects (`apps`; empty matches any, core included).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = bounds::NAME))]
     pub group: String,
     /// API version without the group (`v1`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = bounds::NAMESPACE))]
     pub version: String,
     /// Kind of the objects (`Deployment`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = bounds::KIND))]
     pub kind: String,
     /// Exact name of the object.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = bounds::NAME))]
     pub name: String,
     /// Exact namespace of the object.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = bounds::NAMESPACE), pattern(DNS1123_LABEL))]
     pub namespace: String,
     /// A Kubernetes label selector (`app=web,tier in (a,b)`) over the rendered labels.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = bounds::POINTER))]
     pub label_selector: String,
 }
 
@@ -178,6 +232,7 @@ pub struct ReleaseCommon {
     /// Releases that must be Ready (with `observedGeneration == generation`) before this one
     /// is reconciled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = bounds::DEPENDS_ON))]
     pub depends_on: Vec<DependencyRef>,
     /// Go duration string (`5m`, `1h30m`); default 5m, minimum 10s (shorter runs every
     /// 10s), at most 24h.
@@ -206,6 +261,7 @@ pub struct ReleaseCommon {
     /// ServiceAccount of the release's namespace impersonated for apply, drift check and
     /// prune.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = bounds::NAME), pattern(DNS1123_SUBDOMAIN))]
     pub service_account_name: Option<String>,
     /// How conflicts with other field managers are handled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -222,9 +278,11 @@ pub struct ReleaseCommon {
     pub wait: Option<bool>,
     /// Objects not applied by the release that must be healthy too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = bounds::HEALTH_CHECKS))]
     pub health_checks: Vec<HealthCheckRef>,
     /// CEL expressions deciding health for a kind (Flux's shape).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = bounds::HEALTH_CHECK_EXPRS))]
     pub health_check_exprs: Vec<HealthCheckExpr>,
 }
 
@@ -265,16 +323,18 @@ pub struct InventoryEntry {
 #[serde(rename_all = "camelCase")]
 pub struct HealthCheckRef {
     /// `apps/v1`, `v1`, `example.com/v1alpha1`.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = bounds::API_VERSION), pattern(API_VERSION))]
     pub api_version: String,
     /// Kind of the object, e.g. `Deployment`.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = bounds::KIND), pattern(KIND))]
     pub kind: String,
-    /// Name of the object.
-    #[schemars(length(min = 1))]
+    /// Name of the object (a DNS-1123 subdomain).
+    #[schemars(length(min = 1, max = bounds::NAME), pattern(DNS1123_SUBDOMAIN))]
     pub name: String,
-    /// Defaults to the release's namespace for namespaced kinds.
+    /// Defaults to the release's namespace for namespaced kinds; another namespace needs
+    /// `--allow-cross-namespace-refs`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = bounds::NAMESPACE), pattern(DNS1123_LABEL))]
     pub namespace: String,
 }
 
@@ -285,18 +345,20 @@ pub struct HealthCheckRef {
 #[serde(rename_all = "camelCase")]
 pub struct HealthCheckExpr {
     /// Matched by group (the version is ignored, so a served version change keeps working).
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = bounds::API_VERSION), pattern(API_VERSION))]
     pub api_version: String,
     /// The kind the expressions judge, e.g. `Certificate`.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = bounds::KIND), pattern(KIND))]
     pub kind: String,
     /// True when the object is healthy.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = bounds::EXPRESSION))]
     pub current: String,
     /// True while the object is still progressing (the default when nothing matches).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::EXPRESSION))]
     pub in_progress: Option<String>,
     /// True when the object has failed: the wait ends at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::EXPRESSION))]
     pub failed: Option<String>,
 }

@@ -3,6 +3,11 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::common::{DNS1123_SUBDOMAIN, bounds};
+
+/// A ConfigMap or Secret data key (what the API server accepts as one).
+pub const DATA_KEY: &str = r"^[-._a-zA-Z0-9]+$";
+
 /// The key read when `valuesKey` is unset (helm-controller's default).
 pub const DEFAULT_VALUES_KEY: &str = "values.yaml";
 
@@ -43,12 +48,12 @@ impl ValuesKind {
 pub struct ValuesReference {
     /// `ConfigMap` or `Secret`.
     pub kind: ValuesKind,
-    /// Name of the object in the release's namespace.
-    #[schemars(length(min = 1, max = 253))]
+    /// Name of the object in the release's namespace (a DNS-1123 subdomain).
+    #[schemars(length(min = 1, max = bounds::NAME), pattern(DNS1123_SUBDOMAIN))]
     pub name: String,
     /// Data key holding the values; `values.yaml` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = bounds::NAME), pattern(DATA_KEY))]
     pub values_key: Option<String>,
     /// Dot path (`a.b.c`, `\.` for a dot inside a key) at which the key's content is set as
     /// one string value; without it the content is a YAML or JSON mapping merged at the root.
@@ -75,7 +80,7 @@ impl ValuesReference {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalSecretRef {
-    /// Name of the Secret in the release's namespace.
-    #[schemars(length(min = 1, max = 253))]
+    /// Name of the Secret in the release's namespace (a DNS-1123 subdomain).
+    #[schemars(length(min = 1, max = bounds::NAME), pattern(DNS1123_SUBDOMAIN))]
     pub name: String,
 }

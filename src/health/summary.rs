@@ -99,7 +99,10 @@ pub fn summarize(judged: &[Judged], previous: Option<&HealthReport>, now: Timest
             namespace: j.id.namespace.clone(),
             name: j.id.name.clone(),
             status: j.assessment.status.as_str().to_string(),
-            message: crate::conditions::truncate(&j.why(), 1024),
+            message: crate::conditions::truncate(
+                &crate::conditions::without_control(&j.why()),
+                1024,
+            ),
             since: Some(since_of(j)),
         })
         .collect();

@@ -22,8 +22,12 @@ impl Attempt {
                 event_type,
                 reason,
                 action: reason.action().to_string(),
-                // events.k8s.io/v1 rejects notes over 1 KiB.
-                note: crate::conditions::truncate(note, crate::constants::EVENT_NOTE_MAX),
+                // events.k8s.io/v1 rejects notes over 1 KiB; a note may quote a tenant's
+                // input, so control characters go first (SPEC §24).
+                note: crate::conditions::truncate(
+                    &crate::conditions::without_control(note),
+                    crate::constants::EVENT_NOTE_MAX,
+                ),
             },
         });
     }

@@ -4,15 +4,45 @@
 
 use std::time::Duration;
 
+use crate::api::HealthCheckRef;
 use crate::effect::HealthTarget;
 use crate::health::{self, Assessment, HealthStatus, Judged};
 use crate::input::HealthObject;
 use crate::object::ResourceId;
+use crate::outcome::Failure;
+use crate::reason::Reason;
 
 use super::{Attempt, add};
 
 /// A workload `InProgress` this long has its newest pods read for the message (SPEC §26).
 pub(super) const POD_DETAIL_AFTER: Duration = Duration::from_secs(30);
+
+/// SPEC §26: a `healthChecks` entry is confined like every other reference: another
+/// namespace is a stall `CrossNamespaceRefDenied` unless `--allow-cross-namespace-refs`
+/// (else a tenant could read another tenant's objects into its own status). The entries
+/// are also read under the release's effective identity, as everything it applies.
+pub(super) fn confine(
+    checks: &[HealthCheckRef],
+    namespace: &str,
+    allow_cross_namespace: bool,
+) -> Result<(), Failure> {
+    if allow_cross_namespace {
+        return Ok(());
+    }
+    match checks
+        .iter()
+        .find(|h| !h.namespace.is_empty() && h.namespace != namespace)
+    {
+        Some(h) => Err(Failure::stalled(
+            Reason::CrossNamespaceRefDenied,
+            format!(
+                "cross-namespace health check of {} {}/{} is not allowed (--allow-cross-namespace-refs is off)",
+                h.kind, h.namespace, h.name
+            ),
+        )),
+        None => Ok(()),
+    }
+}
 
 /// One object's verdict: its assessment under `rules` and, when not healthy, its pods.
 pub(super) fn judge(o: &HealthObject, rules: &health::HealthRules) -> Judged {

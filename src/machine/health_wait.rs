@@ -34,9 +34,16 @@ fn wait_requeue(waited: Duration) -> Duration {
 }
 
 impl Attempt {
-    /// A stall when a `healthCheckExprs` entry does not compile (checked before anything is
-    /// applied, so an invalid check never waits until the timeout).
+    /// A stall when a `healthChecks` entry names another namespace without
+    /// `--allow-cross-namespace-refs`, or a `healthCheckExprs` entry does not compile
+    /// (checked before anything is applied, so an invalid check never waits until the
+    /// timeout).
     pub(super) fn check_health_rules(&mut self) -> Result<(), Failure> {
+        super::health_read::confine(
+            &self.ctx.common.health_checks,
+            &self.ctx.key.namespace,
+            self.cfg.allow_cross_namespace_refs,
+        )?;
         if !self.ctx.common.waits() {
             self.ctx.conds.remove(ct::HEALTHY);
             return Ok(());

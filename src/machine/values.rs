@@ -83,6 +83,9 @@ impl Attempt {
         };
         let ns = self.ctx.key.namespace.clone();
         let identity = self.ctx.identity.clone();
+        if let Err(f) = values_from::check_size(values_from, &read, self.cfg.max_values_bytes) {
+            return self.fail(f);
+        }
         let merged =
             match values_from::compose(&ns, values_from, &read, values.as_ref(), identity.as_ref())
             {

@@ -266,3 +266,38 @@ proptest! {
         let _ = compose("demo", &refs, &read, values.as_ref(), None);
     }
 }
+
+#[test]
+fn the_size_cap_counts_distinct_entries_and_names_objects_and_bytes() {
+    let big = json!({"k": "x".repeat(1000)});
+    let n = size_of(&big);
+    assert_eq!(n, 2 + 1 + 3 + 1000 + 2);
+    // Named twice (same object, key and form): counted once.
+    let refs = [cm("a"), cm("a"), cm("b")];
+    let read = [found(big.clone()), found(big.clone()), found(json!({}))];
+    let small = size_of(&json!({}));
+    assert!(check_size(&refs, &read, n + small).is_ok());
+    let f = check_size(&refs, &read, n).unwrap_err();
+    assert_eq!(f.reason, Reason::ValuesNotFound);
+    assert_eq!(f.class, crate::outcome::FailureClass::Stalled);
+    assert_eq!(
+        f.message,
+        format!(
+            "values from 2 objects are {} bytes; the cap is {n}",
+            n + small
+        )
+    );
+    // Parsing stopped at the cap: refused, with at least the cap + 1.
+    let read = [
+        Ok(ValuesContent::TooLarge { bytes: 900 }),
+        Ok(ValuesContent::TooLarge { bytes: 0 }),
+        Ok(ValuesContent::TooLarge { bytes: 0 }),
+    ];
+    let f = check_size(&refs, &read, 800).unwrap_err();
+    assert_eq!(
+        f.message,
+        "values from 2 objects are 900 bytes; the cap is 800"
+    );
+    // Every value counts at least MIN_VALUE_BYTES: a list of tiny numbers is not cheap.
+    assert_eq!(size_of(&json!([0, 0, 0])), 3 * MIN_VALUE_BYTES + 2);
+}

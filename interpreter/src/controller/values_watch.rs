@@ -16,10 +16,19 @@
 //! references that appeared are opened, those no release names any more are closed. A
 //! change of the object's `resourceVersion` (or its deletion, or its creation) sends every
 //! release that references it, under that identity, to the controller's queue.
+//!
+//! A watch opens only once a render has read the object under that identity
+//! ([`ReadVersions`]): the core reads only after the ServiceAccount was found, so no watch
+//! is ever opened as an identity that was not checked (nor as the operator for a release
+//! that may not use it). The watch's first list is compared with the version that read
+//! saw: an edit made between the read and the start of the watch re-triggers at once
+//! (SPEC §27), whether the release is Ready or not. A watch the API server refuses (403)
+//! is closed and not reopened before a backoff ([`REFUSED_FIRST`] doubling to
+//! [`REFUSED_MAX`]).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -34,20 +43,22 @@ use opm_core::api::values_from::ValuesKind;
 use opm_core::effect::Impersonation;
 
 use crate::controller::driver::Runtime;
+use crate::steps::values_from::{ReadVersions, Seen};
 
 /// How often the index is rebuilt from the store (bounds how late a new reference's watch
 /// opens).
 pub(crate) const REFRESH: Duration = Duration::from_secs(1);
 
+/// A watch refused with 403 is not reopened before this, then twice as long each time.
+pub(crate) const REFUSED_FIRST: Duration = Duration::from_secs(10);
+/// The longest wait before a refused watch is tried again.
+pub(crate) const REFUSED_MAX: Duration = Duration::from_secs(300);
+
 /// One watched object, as one identity sees it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct WatchKey {
-    /// `system:serviceaccount:…`, or empty for the operator's own identity.
-    pub user: String,
-    pub kind: ValuesKind,
-    pub namespace: String,
-    pub name: String,
-}
+pub(crate) type WatchKey = crate::steps::values_from::ReadKey;
+
+/// Watches the API server refused, with when each may be tried again and the last wait.
+type Refused = Arc<Mutex<BTreeMap<WatchKey, (Instant, Duration)>>>;
 
 type Releases = Arc<Mutex<HashSet<ObjectRef<ModuleRelease>>>>;
 
@@ -105,6 +116,7 @@ pub(crate) async fn run(
     tx: futures::channel::mpsc::UnboundedSender<ObjectRef<ModuleRelease>>,
 ) {
     let mut watches: BTreeMap<WatchKey, Watch> = BTreeMap::new();
+    let refused: Refused = Arc::default();
     let default_sa = rt.config.default_service_account.clone();
     loop {
         let mut wanted: BTreeMap<WatchKey, (Option<Impersonation>, HashSet<_>)> = BTreeMap::new();
@@ -118,15 +130,35 @@ pub(crate) async fn run(
             }
         }
         watches.retain(|k, w| {
-            let keep = wanted.contains_key(k);
+            // A finished task is a refused watch: it opens again after its backoff.
+            let keep = wanted.contains_key(k) && !w.task.is_finished();
             if !keep {
                 w.task.abort();
             }
             keep
         });
+        rt.values_reads.forget_unless(|k| wanted.contains_key(k));
+        refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|k, _| wanted.contains_key(k));
+        let now = Instant::now();
         for (key, (identity, releases)) in wanted {
             if let Some(w) = watches.get(&key) {
                 *w.releases.lock().unwrap_or_else(|p| p.into_inner()) = releases;
+                continue;
+            }
+            // Not read yet under this identity (the ServiceAccount not checked yet, or
+            // the release stalled before its read): nothing to watch.
+            if rt.values_reads.get(&key).is_none() {
+                continue;
+            }
+            let waiting = refused
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key)
+                .is_some_and(|(until, _)| *until > now);
+            if waiting {
                 continue;
             }
             let client = match rt.clients.for_identity(identity.as_ref()) {
@@ -140,9 +172,13 @@ pub(crate) async fn run(
             let task = tokio::spawn(watch_one(
                 client,
                 key.clone(),
-                releases.clone(),
-                store.clone(),
-                tx.clone(),
+                Shared {
+                    releases: releases.clone(),
+                    store: store.clone(),
+                    tx: tx.clone(),
+                    rt: rt.clone(),
+                    refused: refused.clone(),
+                },
             ));
             watches.insert(key, Watch { releases, task });
         }
@@ -193,15 +229,56 @@ fn trigger_not_ready(
     }
 }
 
-/// Watches one referenced object and sends its releases to the queue when its
-/// `resourceVersion` changes, it appears or it goes.
-async fn watch_one(
-    client: Client,
-    key: WatchKey,
+/// What one watch shares with the loop that opened it.
+struct Shared {
     releases: Releases,
     store: Store<ModuleRelease>,
     tx: futures::channel::mpsc::UnboundedSender<ObjectRef<ModuleRelease>>,
-) {
+    rt: Arc<Runtime>,
+    refused: Refused,
+}
+
+/// Whether the API server refused the watch (or its list) as forbidden.
+fn is_forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 403,
+        watcher::Error::WatchError(s) => s.code == 403,
+        _ => false,
+    }
+}
+
+/// What the first list of a watch re-triggers: everything when it saw another version
+/// than the last read (an edit between the read and the watch), the releases not Ready
+/// when nothing was read yet and the object exists, else nothing.
+fn first_list_triggers(read: Option<&Seen>, listed: &Seen) -> FirstList {
+    match read {
+        Some(r) if r != listed => FirstList::All,
+        Some(_) => FirstList::Nothing,
+        None if listed.is_some() => FirstList::NotReady,
+        None => FirstList::Nothing,
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum FirstList {
+    All,
+    NotReady,
+    Nothing,
+}
+
+/// Watches one referenced object and sends its releases to the queue when its
+/// `resourceVersion` changes, it appears or it goes.
+async fn watch_one(client: Client, key: WatchKey, shared: Shared) {
+    let Shared {
+        releases,
+        store,
+        tx,
+        rt,
+        refused,
+    } = shared;
+    let reads: &ReadVersions = &rt.values_reads;
     let config = watcher::Config::default().fields(&format!("metadata.name={}", key.name));
     let mut stream = match key.kind {
         ValuesKind::ConfigMap => watch(
@@ -230,6 +307,15 @@ async fn watch_one(
     while let Some(item) = stream.next().await {
         let event = match item {
             Ok(e) => e,
+            Err(e) if is_forbidden(&e) => {
+                let mut r = refused.lock().unwrap_or_else(|p| p.into_inner());
+                let wait = r
+                    .get(&key)
+                    .map_or(REFUSED_FIRST, |(_, last)| (*last * 2).min(REFUSED_MAX));
+                r.insert(key.clone(), (Instant::now() + wait, wait));
+                tracing::info!(error = %e, kind = key.kind.as_str(), namespace = %key.namespace, name = %key.name, user = %key.user, retry_in = ?wait, "values watch refused; closed until the backoff passes");
+                return;
+            }
             Err(e) => {
                 tracing::debug!(error = %e, kind = key.kind.as_str(), namespace = %key.namespace, name = %key.name, "values watch error");
                 continue;
@@ -245,13 +331,19 @@ async fn watch_one(
                     // else than the watch had.
                     Some(l) if *l != now => trigger(),
                     Some(_) => {}
-                    // The first list sets the baseline. The watch opens up to [`REFRESH`]
-                    // after the release's first read: an object that appeared in between
-                    // would be missed, so the releases not Ready (a ValuesNotFound stall
-                    // among them) try again once it exists.
-                    None if now.is_some() => trigger_not_ready(&releases, &store, &tx),
-                    None => {}
+                    // The first list sets the baseline. The watch opens after the
+                    // release's read: what changed in between (an edit, a creation, a
+                    // deletion) differs from what the read saw and re-triggers.
+                    None => match first_list_triggers(reads.get(&key).as_ref(), &now) {
+                        FirstList::All => trigger(),
+                        FirstList::NotReady => trigger_not_ready(&releases, &store, &tx),
+                        FirstList::Nothing => {}
+                    },
                 }
+                refused
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&key);
                 last = Some(now);
             }
             Event::Apply(rv) => {
@@ -317,5 +409,24 @@ mod tests {
             ]
         );
         assert!(watched(&mrs[..1], None).is_empty());
+    }
+
+    #[test]
+    fn the_first_list_triggers_when_it_differs_from_the_read() {
+        let v = |s: &str| Some(s.to_string());
+        // Edited between the read and the watch: everyone, Ready or not.
+        assert_eq!(first_list_triggers(Some(&v("5")), &v("6")), FirstList::All);
+        // Created after a read that found nothing, deleted after a read that found it.
+        assert_eq!(first_list_triggers(Some(&None), &v("6")), FirstList::All);
+        assert_eq!(first_list_triggers(Some(&v("5")), &None), FirstList::All);
+        // Unchanged.
+        assert_eq!(
+            first_list_triggers(Some(&v("5")), &v("5")),
+            FirstList::Nothing
+        );
+        assert_eq!(first_list_triggers(Some(&None), &None), FirstList::Nothing);
+        // No read recorded (a restart dropped it): the releases not Ready, if it exists.
+        assert_eq!(first_list_triggers(None, &v("5")), FirstList::NotReady);
+        assert_eq!(first_list_triggers(None, &None), FirstList::Nothing);
     }
 }

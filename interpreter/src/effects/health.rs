@@ -13,11 +13,20 @@ pub(crate) async fn run(
     identity: Option<&Impersonation>,
 ) -> InputKind {
     let rt = cx.rt;
-    let (resolver, watch, cache) = (&rt.resolver, &rt.watch, &rt.health_reads);
+    let reader = identity.map(|i| i.user.clone()).unwrap_or_default();
+    let reader = reader.as_str();
     with_client(
         cx,
         identity,
-        |client| crate::steps::health_read::read(client, resolver, watch, cache, targets),
+        |client| {
+            let at = crate::steps::health_read::Readers {
+                resolver: &rt.resolver,
+                watch: &rt.watch,
+                cache: &rt.health_reads,
+                reader,
+            };
+            crate::steps::health_read::read(client, at, targets)
+        },
         |e| failed(targets, e),
         |objects| InputKind::HealthRead { objects },
         || timed_out(targets),

@@ -53,6 +53,8 @@ pub struct Runtime {
     attempt_ids: AtomicU64,
     /// Objects read for their health, by version (saves their GETs, SPEC §26).
     pub health_reads: crate::steps::health_read::HealthCache,
+    /// What renders read of `valuesFrom` objects (SPEC §27): where the values watch opens.
+    pub values_reads: crate::steps::values_from::ReadVersions,
 }
 
 impl Runtime {
@@ -98,6 +100,7 @@ impl Runtime {
             render_gate,
             attempt_ids: AtomicU64::new(0),
             health_reads: Default::default(),
+            values_reads: Default::default(),
         })
     }
 }

@@ -35,9 +35,32 @@ pub(crate) async fn run(
 async fn read(cx: &mut Cx<'_>, req: Request<'_>) -> InputKind {
     let client = cx.rt.clients.for_identity(req.identity);
     let secrets = &mut *cx.secrets;
-    let mut read =
-        crate::steps::values_from::read(client, req.namespace, req.refs, req.credentials, secrets)
-            .await;
+    let max_bytes = cx.rt.config.max_values_bytes;
+    let mut seen = Vec::new();
+    let mut read = crate::steps::values_from::read(
+        client,
+        req.namespace,
+        req.refs,
+        req.credentials,
+        secrets,
+        max_bytes,
+        &mut seen,
+    )
+    .await;
+    // What this read saw, for the values watch (SPEC §27): it opens for these objects
+    // under this identity, from these versions.
+    let user = req.identity.map(|i| i.user.clone()).unwrap_or_default();
+    for (kind, name, version) in seen {
+        cx.rt.values_reads.record(
+            crate::steps::values_from::ReadKey {
+                user: user.clone(),
+                kind,
+                namespace: req.namespace.to_string(),
+                name,
+            },
+            version,
+        );
+    }
     if let InputKind::ValuesRead {
         values,
         credentials,

@@ -144,7 +144,12 @@ impl EventSink {
     /// Publishes `event` regarding `regarding`: folded into a recent repeat's series, else
     /// a new Event. A failure is logged and forgotten (events are fire and forget).
     pub async fn publish(&self, event: &Event, regarding: &ObjectReference) {
-        let note = truncate(&event.note, NOTE_MAX);
+        // The core removed control characters already; an event is the last stop before a
+        // terminal, so again here (SPEC §24).
+        let note = truncate(
+            &opm_core::conditions::without_control(&event.note),
+            NOTE_MAX,
+        );
         let key = Self::key(event, regarding, &note);
         let now = Instant::now();
         let api: Api<KubeEvent> = Api::namespaced(

@@ -22,10 +22,13 @@ use crate::kube::discovery::Resolver;
 use crate::kube::dynamic;
 use crate::kube::object_watch::ObjectWatch;
 
-/// (group, kind, namespace, name).
-type Identity = (String, String, String, String);
+/// (reader, group, kind, namespace, name): the reader is the user the GET was sent as
+/// (`system:serviceaccount:…`, empty for the operator).
+type Identity = (String, String, String, String, String);
 
-/// Objects read for their health, by identity, with the version they were read at.
+/// Objects read for their health, by reader and object, with the version they were read
+/// at. A copy serves only a reader with the same identity (SPEC §26): a release whose
+/// ServiceAccount may not read an object never gets it from another release's read.
 #[derive(Default)]
 pub struct HealthCache {
     objects: Mutex<HashMap<Identity, (String, Value)>>,
@@ -34,8 +37,9 @@ pub struct HealthCache {
 /// More than this many cached objects and the cache starts over (it is only a saving).
 const CACHE_MAX: usize = 10_000;
 
-fn key(id: &ResourceId) -> Identity {
+fn key(reader: &str, id: &ResourceId) -> Identity {
     (
+        reader.to_string(),
         id.group.clone(),
         id.kind.clone(),
         id.namespace.clone(),
@@ -44,14 +48,14 @@ fn key(id: &ResourceId) -> Identity {
 }
 
 impl HealthCache {
-    fn get(&self, id: &ResourceId, version: &str) -> Option<Value> {
+    fn get(&self, reader: &str, id: &ResourceId, version: &str) -> Option<Value> {
         let map = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(&key(id))
+        map.get(&key(reader, id))
             .filter(|(v, _)| v == version)
             .map(|(_, o)| o.clone())
     }
 
-    fn put(&self, id: &ResourceId, obj: &Value) {
+    fn put(&self, reader: &str, id: &ResourceId, obj: &Value) {
         let Some(version) = obj
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -62,21 +66,28 @@ impl HealthCache {
         if map.len() >= CACHE_MAX {
             map.clear();
         }
-        map.insert(key(id), (version.to_string(), obj.clone()));
+        map.insert(key(reader, id), (version.to_string(), obj.clone()));
     }
 }
 
-/// Reads every target, in order.
+/// Where a read looks: the managed-object watch and the cache, and who reads.
+pub(crate) struct Readers<'a> {
+    pub resolver: &'a Resolver,
+    pub watch: &'a ObjectWatch,
+    pub cache: &'a HealthCache,
+    /// The user `client` sends requests as; empty for the operator.
+    pub reader: &'a str,
+}
+
+/// Reads every target, in order, with `client` (the release's effective identity).
 pub(crate) async fn read(
     client: Client,
-    resolver: &Resolver,
-    watch: &ObjectWatch,
-    cache: &HealthCache,
+    at: Readers<'_>,
     targets: &[HealthTarget],
 ) -> Vec<HealthObject> {
     let mut out = Vec::with_capacity(targets.len());
     for t in targets {
-        let result = read_one(client.clone(), resolver, watch, cache, &t.id).await;
+        let result = read_one(client.clone(), &at, &t.id).await;
         let pods = match (&result, t.pods) {
             (Ok(Some(obj)), true) => newest_pods(client.clone(), &t.id, obj)
                 .await
@@ -94,18 +105,17 @@ pub(crate) async fn read(
 
 async fn read_one(
     client: Client,
-    resolver: &Resolver,
-    watch: &ObjectWatch,
-    cache: &HealthCache,
+    at: &Readers<'_>,
     id: &ResourceId,
 ) -> Result<Option<Value>, ApiError> {
-    let api = match dynamic::watched_api_for(client, resolver, watch, id).await {
+    let (watch, cache) = (at.watch, at.cache);
+    let api = match dynamic::watched_api_for(client, at.resolver, watch, id).await {
         Ok(api) => api,
         Err(ApiError::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
     if let Some(version) = watch.version(id)
-        && let Some(obj) = cache.get(id, &version)
+        && let Some(obj) = cache.get(at.reader, id, &version)
     {
         return Ok(Some(obj));
     }
@@ -117,7 +127,7 @@ async fn read_one(
                 message: format!("reading {} as JSON failed: {e}", id.display()),
             })?;
             strip(&mut v);
-            cache.put(id, &v);
+            cache.put(at.reader, id, &v);
             Ok(Some(v))
         }
         Err(e) => Err(api_error::from_kube(&e)),
@@ -192,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_answers_only_for_the_same_version() {
+    fn the_cache_answers_only_for_the_same_version_and_reader() {
         let c = HealthCache::default();
         let id = ResourceId {
             group: "apps".into(),
@@ -201,12 +211,17 @@ mod tests {
             name: "web".into(),
             version: "v1".into(),
         };
+        let a = "system:serviceaccount:demo:a";
         c.put(
+            a,
             &id,
             &json!({"metadata": {"resourceVersion": "7"}, "status": {"x": 1}}),
         );
-        assert!(c.get(&id, "7").is_some());
-        assert!(c.get(&id, "8").is_none());
+        assert!(c.get(a, &id, "7").is_some());
+        assert!(c.get(a, &id, "8").is_none());
+        // Another identity (or the operator) never gets what `a` read (SPEC §26).
+        assert!(c.get("system:serviceaccount:other:b", &id, "7").is_none());
+        assert!(c.get("", &id, "7").is_none());
     }
 
     #[test]

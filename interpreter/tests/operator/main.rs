@@ -22,6 +22,7 @@ mod redteam_inputs;
 mod redteam_ownership;
 mod redteam_render;
 mod redteam_tenancy;
+mod redteam_values;
 mod security;
 #[path = "../support/mod.rs"]
 mod support;

@@ -101,7 +101,7 @@ pub async fn publish_vals() {
         .await;
 }
 
-fn vals_release(ns: &str, name: &str, spec: Value) -> ModuleRelease {
+pub(crate) fn vals_release(ns: &str, name: &str, spec: Value) -> ModuleRelease {
     let mut mr = module_release(ns, name, json!({}), json!({}));
     let mut s = serde_json::to_value(&mr.spec).unwrap();
     s["module"] = json!({"path": VALS_MODULE, "version": "v0.1.0"});
@@ -113,7 +113,7 @@ fn vals_release(ns: &str, name: &str, spec: Value) -> ModuleRelease {
     mr
 }
 
-async fn put_configmap(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
+pub(crate) async fn put_configmap(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
     let cm = ConfigMap {
         metadata: kube::api::ObjectMeta {
             name: Some(name.into()),
@@ -133,7 +133,7 @@ async fn put_configmap(client: &Client, ns: &str, name: &str, data: &[(&str, &st
         .expect("create ConfigMap");
 }
 
-async fn put_secret(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
+pub(crate) async fn put_secret(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
     let s = Secret {
         metadata: kube::api::ObjectMeta {
             name: Some(name.into()),
@@ -153,7 +153,7 @@ async fn put_secret(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]
         .expect("create Secret");
 }
 
-async fn edit_secret(client: &Client, ns: &str, name: &str, key: &str, value: &str) {
+pub(crate) async fn edit_secret(client: &Client, ns: &str, name: &str, key: &str, value: &str) {
     let b64 = base64_encode(value.as_bytes());
     Api::<Secret>::namespaced(client.clone(), ns)
         .patch(
@@ -174,7 +174,7 @@ fn base64_encode(bytes: &[u8]) -> String {
 }
 
 /// A ServiceAccount `name` bound to a Role with `rules`.
-async fn service_account(
+pub(crate) async fn service_account(
     client: &Client,
     ns: &str,
     name: &str,
@@ -195,7 +195,11 @@ async fn service_account(
     .unwrap();
 }
 
-async fn configmap_data(client: &Client, ns: &str, name: &str) -> BTreeMap<String, String> {
+pub(crate) async fn configmap_data(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> BTreeMap<String, String> {
     Api::<ConfigMap>::namespaced(client.clone(), ns)
         .get(name)
         .await

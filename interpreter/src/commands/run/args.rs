@@ -83,6 +83,11 @@ pub struct RunArgs {
     /// and a larger render stalls `RenderFailed` (SPEC §24).
     #[arg(long, default_value = "32Mi", value_parser = crate::commands::size_flag::parse_positive_size)]
     pub max_render_bytes: u64,
+    /// Largest parsed `valuesFrom` content of one release (`4Mi`), all entries together;
+    /// parsing stops there (a YAML anchor bomb is never expanded) and the release stalls
+    /// `ValuesNotFound` (SPEC §24).
+    #[arg(long, default_value = "4Mi", value_parser = crate::commands::size_flag::parse_positive_size)]
+    pub max_values_bytes: u64,
     /// `cue` runs at once; further renders queue (SPEC §24).
     #[arg(long, default_value_t = crate::cue::render::DEFAULT_MAX_CONCURRENT_RENDERS as u64, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub max_concurrent_renders: u64,

@@ -95,6 +95,7 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
         max_render_objects: args.max_render_objects,
         max_render_bytes: args.max_render_bytes,
         health_eval_timeout: args.health_eval_timeout,
+        max_values_bytes: args.max_values_bytes,
     };
     let limit = RateLimit {
         qps: args.kube_api_qps,
