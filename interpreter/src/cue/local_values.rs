@@ -75,11 +75,18 @@ pub fn merged(files: &[FileRef], values: Option<&Path>) -> Result<Value, String>
 }
 
 /// YAML (JSON is YAML) into a JSON value; an empty document is an empty mapping.
+///
+/// A plain number written with leading zeros (`pin: 0042`) stays the string it is: read
+/// as a number it became the float `42.0` (and YAML 1.1, Kubernetes' own, reads it as
+/// octal 34), silently changing a PIN or an account number (issue 31 item 8). The
+/// module's `#config` says whether it wanted a number.
 pub fn parse(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
-    serde_saphyr::from_str::<Value>(text).map_err(|e| {
+    let mut options = serde_saphyr::Options::default();
+    options.leading_zero_numbers_as_strings = true;
+    serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| {
         let m = e.to_string();
         m.lines()
             .next()
