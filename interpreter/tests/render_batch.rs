@@ -446,3 +446,65 @@ async fn batches_and_renders_ahead_hold_one_namespace() {
         "web-12, web-15, web-18 (team-0) ahead; none of team-1 or team-2"
     );
 }
+
+/// Issue 31 item 7 (SPEC §24, §27), with the real `cue` and registry: renders with five
+/// different Docker configs leave no copy of the module behind (each ran on a private
+/// cache removed with it; the old code kept one copy per credential digest, never
+/// cleaned), renders without credentials share one copy per module version, and above
+/// `--max-cue-cache-bytes` the least recently used version is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_module_cache_keeps_one_copy_per_version_within_its_bound() {
+    use opm_operator::cue::cue_cache::entries;
+    let reg = Registry::start();
+    reg.publish("v0.2.0");
+    reg.publish("v0.2.1");
+    let cache = tempfile::tempdir().unwrap();
+    let r = renderer(&reg, cache.path(), 1);
+    for user in ["a", "b", "c", "d", "e"] {
+        let config = format!("{{\"auths\":{{\"example.invalid\":{{\"username\":\"{user}\"}}}}}}");
+        let creds = Some((format!("sha256:{user}"), config.into_bytes()));
+        r.render_module_cached_with(&module("v0.2.1"), &values(0), &id(0), creds)
+            .await
+            .unwrap();
+    }
+    assert!(
+        entries(cache.path()).is_empty(),
+        "renders with credentials left module copies in the shared cache: {:?}",
+        entries(cache.path())
+    );
+    assert!(!cache.path().join("by-credentials").exists());
+    // Without credentials: one shared copy, however many releases render it.
+    for i in 0..3 {
+        r.render_module_cached(&module("v0.2.1"), &values(i), &id(i))
+            .await
+            .unwrap();
+    }
+    let one = entries(cache.path());
+    assert_eq!(one.len(), 1, "{one:?}");
+    let size = one[0].bytes;
+    assert!(size > 0);
+    // A bound that holds one version: the older use goes when the second arrives.
+    let mut cfg = RenderConfig::new(cue_bin());
+    cfg.registry = Some(reg.cue_registry());
+    cfg.cue_cache_dir = Some(cache.path().to_path_buf());
+    cfg.max_batch = 1;
+    cfg.max_cue_cache_bytes = size + size / 2;
+    let bounded = Renderer::new(cfg);
+    bounded
+        .render_module_cached(&module("v0.2.1"), &values(0), &id(0))
+        .await
+        .unwrap();
+    bounded
+        .render_module_cached(&module("v0.2.0"), &values(0), &id(0))
+        .await
+        .unwrap();
+    bounded.cue_cache().unwrap().trim().await;
+    let left: Vec<String> = entries(cache.path()).into_iter().map(|e| e.key).collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].ends_with("@v0.2.0"), "the most recent use stays: {left:?}");
+    // The removed version renders again (downloaded anew).
+    bounded
+        .render_module_cached(&module("v0.2.1"), &values(5), &id(5))
+        .await
+        .unwrap();
+}

@@ -236,6 +236,7 @@ impl super::Renderer {
     ) -> Result<Arc<Rendered>, RenderError> {
         let credentials = credentials.as_ref();
         let digest = credentials.map(|(d, _)| d.as_str());
+        self.touch_cache(module, digest);
         let key = self.module_key(module, values, identity, digest).await?;
         if let Some(hit) = self.cache_get(&key) {
             return hit;
