@@ -5,9 +5,16 @@
 //! notices that an object belongs to someone else: a release that renders another tenant's
 //! object (or `kube-system/coredns`) would silently take it over and, once it drops it from
 //! its render, prune it. The operator therefore reads each object it is about to write for
-//! the first time (one not in the release's persisted inventory) and this module decides
-//! from its labels whether the write may happen. Objects already in the inventory were
-//! checked when they entered it, so an unchanged release costs no extra request.
+//! and this module decides from its labels whether the write may happen.
+//!
+//! The check covers every object the release renders, whatever its `ssa` policy and
+//! whether or not `status.inventory` lists it (SPEC §25): an `ssa: IfNotPresent` or
+//! `Ignore` object is never written over, but it enters the inventory, and what is in the
+//! inventory the next revision writes and the one after prunes; and `status.inventory` is
+//! written through the status subresource, which a tenant may be allowed to write too, so
+//! it proves nothing about who owns an object. Only the live `uuid` label does. An
+//! unchanged release never reaches the apply (no-op, SPEC §7), and the objects it owns are
+//! held by the operator's watch of managed objects, so the read costs no request for them.
 
 use std::collections::BTreeMap;
 
@@ -66,18 +73,12 @@ fn entry_identity(e: &InventoryEntry) -> (&str, &str, &str, &str) {
     (&e.group, &e.kind, &e.namespace, &e.name)
 }
 
-/// The desired objects the release has never applied successfully: those whose owner must
-/// be read before the first write. Empty for an unchanged release.
-pub fn targets(desired: &[DesiredObject], inventory: &[InventoryEntry]) -> Vec<ResourceId> {
-    desired
-        .iter()
-        .filter(|d| {
-            !inventory
-                .iter()
-                .any(|e| entry_identity(e) == d.id.identity())
-        })
-        .map(|d| d.id.clone())
-        .collect()
+/// The objects whose owner must be read before an apply: every desired object, whatever
+/// its `ssa` policy, in or out of the persisted inventory (see the module docs: the
+/// inventory is the release's own status and may be forged; a never-written object still
+/// enters it).
+pub fn targets(desired: &[DesiredObject]) -> Vec<ResourceId> {
+    desired.iter().map(|d| d.id.clone()).collect()
 }
 
 /// The owner of a live object, as its labels say.

@@ -19,6 +19,8 @@ use crate::object::DesiredObject;
 use crate::outcome::Failure;
 use crate::reason::Reason;
 
+pub mod recreate;
+
 /// `releases.opmodel.dev/ssa`.
 pub const SSA_ANNOTATION: &str = "releases.opmodel.dev/ssa";
 /// `releases.opmodel.dev/force`.

@@ -140,7 +140,10 @@ fn a_regex_per_key_stops_at_the_budget_and_literal_patterns_compile_once() {
     assert_stopped("data.all(k, k.matches(data[k]))", &cm);
     // One literal pattern over every value: compiled once with the expression, each match
     // counted by the bytes it scans, and the verdict comes.
-    let (a, took, _) = judge("data.all(k, data[k].matches('^[\\\\^$(){}|,a-z0-9*\\\\[\\\\]-]+$'))", &cm);
+    let (a, took, _) = judge(
+        "data.all(k, data[k].matches('^[\\\\^$(){}|,a-z0-9*\\\\[\\\\]-]+$'))",
+        &cm,
+    );
     assert_eq!(a.status, HealthStatus::Current, "{}", a.message);
     assert!(took < FAST, "{took:?}");
 }

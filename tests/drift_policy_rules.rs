@@ -363,30 +363,82 @@ fn wait_for_termination_keeps_the_finalizer_until_every_deleted_object_is_gone()
     assert!(r.requeue.is_some(), "retried with backoff");
 }
 
+/// SPEC §25: `ssa: Ignore` and `IfNotPresent` objects go through the ownership check like
+/// any other. They are never written over, but they enter the inventory, and what the
+/// inventory holds a later revision may write and prune: an object that fails the check
+/// must stop the attempt before anything is written (issue 31 item 5).
 #[test]
-fn objects_never_updated_need_no_ownership_read() {
-    let render = json!({"extra": {
-        "i": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "theirs-ign",
-            "annotations": {"releases.opmodel.dev/ssa": "Ignore"}}},
-        "n": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "theirs-ifnp",
-            "annotations": {"releases.opmodel.dev/ssa": "IfNotPresent"}}}
-    }});
-    let unowned = || {
-        Ok(Some(opm_core::input::LiveMeta {
-            uid: "u-1".into(),
-            labels: Default::default(),
-        }))
-    };
-    let mut canned = with_render(render);
-    canned.owners.insert("theirs-ign".into(), unowned());
-    canned.owners.insert("theirs-ifnp".into(), unowned());
-    let r = run_mr(&operator_cfg(), module_release(), &canned);
-    assert_eq!(r.outcome, Outcome::Applied, "{:?}", r.cond("Ready"));
-    let Some(Effect::InspectOwners { targets, .. }) = r.find(EffectKind::InspectOwners) else {
-        panic!("no ownership read");
-    };
-    assert!(
-        !targets.iter().any(|t| t.name.starts_with("theirs-")),
-        "{targets:?}"
-    );
+fn objects_never_updated_still_go_through_the_ownership_check() {
+    let other =
+        opm_core::render_value::release_uuid(opm_core::Kind::ModuleRelease, "demo", "other");
+    for policy in ["Ignore", "IfNotPresent"] {
+        let render = json!({"extra": {
+            "i": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "theirs",
+                "annotations": {"releases.opmodel.dev/ssa": policy}}}
+        }});
+        let mut canned = with_render(render.clone());
+        canned.owners.insert(
+            "theirs".into(),
+            Ok(Some(opm_core::input::LiveMeta {
+                uid: "u-1".into(),
+                labels: [
+                    (
+                        opm_core::constants::labels::RELEASE_UUID.to_string(),
+                        other.clone(),
+                    ),
+                    (
+                        opm_core::constants::labels::RELEASE_NAME.to_string(),
+                        "other".into(),
+                    ),
+                    (
+                        opm_core::constants::labels::RELEASE_NAMESPACE.to_string(),
+                        "demo".into(),
+                    ),
+                ]
+                .into(),
+            })),
+        );
+        let r = run_mr(&operator_cfg(), module_release(), &canned);
+        let Some(Effect::InspectOwners { targets, .. }) = r.find(EffectKind::InspectOwners) else {
+            panic!("{policy}: no ownership read");
+        };
+        assert!(
+            targets.iter().any(|t| t.name == "theirs"),
+            "{policy}: {targets:?}"
+        );
+        assert_eq!(
+            r.outcome,
+            Outcome::FailedStalled,
+            "{policy}: {:?}",
+            r.cond("Ready")
+        );
+        assert_eq!(r.reason.as_str(), "OwnershipConflict", "{policy}");
+        assert!(
+            r.cond("Ready").is_some_and(|c| c
+                .message
+                .contains("ConfigMap demo/theirs belongs to ModuleRelease demo/other")),
+            "{policy}: {:?}",
+            r.cond("Ready")
+        );
+        assert!(
+            r.find(EffectKind::Apply).is_none(),
+            "{policy}: nothing is written"
+        );
+        assert!(
+            r.status.inventory.is_none(),
+            "{policy}: never enters the inventory"
+        );
+
+        // Unowned: refused without adoptExisting too.
+        let mut canned = with_render(render);
+        canned.owners.insert(
+            "theirs".into(),
+            Ok(Some(opm_core::input::LiveMeta {
+                uid: "u-1".into(),
+                labels: Default::default(),
+            })),
+        );
+        let r = run_mr(&operator_cfg(), module_release(), &canned);
+        assert_eq!(r.reason.as_str(), "OwnershipConflict", "{policy} unowned");
+    }
 }

@@ -221,10 +221,18 @@ fn costly(r: &mut Rng, depth: u32, vars: &mut Vec<String>) -> String {
 
 fn leaf(r: &mut Rng, vars: &[String]) -> String {
     match r.below(8) {
-        0 => r.pick(&["0", "1", "-7", "3u", "2.5", "true", "false", "null"]).into(),
-        1 => r.pick(&["'x'", "'Running'", "''", "'k00001'", "b'ab'"]).into(),
+        0 => r
+            .pick(&["0", "1", "-7", "3u", "2.5", "true", "false", "null"])
+            .into(),
+        1 => r
+            .pick(&["'x'", "'Running'", "''", "'k00001'", "b'ab'"])
+            .into(),
         2 if !vars.is_empty() => vars[r.below(vars.len())].clone(),
-        3 => format!("has({}.{})", r.pick(&["self", "data", "status"]), r.pick(FIELDS)),
+        3 => format!(
+            "has({}.{})",
+            r.pick(&["self", "data", "status"]),
+            r.pick(FIELDS)
+        ),
         _ => {
             let mut s = r.pick(&["self", "data", "status", "spec"]).to_string();
             for _ in 0..r.below(3) {

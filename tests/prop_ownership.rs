@@ -86,9 +86,10 @@ fn entries_for(name: &str) -> Vec<InventoryEntry> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// Nothing is written when any new object belongs to another release, or exists
-    /// unowned without `adoptExisting`; otherwise the apply goes ahead. Objects already in
-    /// the inventory are never read (an unchanged release costs no request here).
+    /// Nothing is written when any object belongs to another release, or exists unowned
+    /// without `adoptExisting`; otherwise the apply goes ahead. Every object is read, in
+    /// the inventory or not: `status.inventory` is the release's own status, which a
+    /// tenant may forge to list another release's object (SPEC §25).
     #[test]
     fn the_apply_never_writes_what_is_not_ours(
         states in proptest::collection::vec(live(), 2),
@@ -123,12 +124,10 @@ proptest! {
         let new: Vec<(&str, Live)> = NAMES
             .iter()
             .zip(&states)
-            .zip(&in_inventory)
-            .filter(|(_, inv)| !**inv)
-            .map(|((n, s), _)| (*n, *s))
+            .map(|(n, s)| (*n, *s))
             .collect();
         match r.find(EffectKind::InspectOwners) {
-            None => prop_assert!(new.is_empty(), "new objects written unread: {new:?}"),
+            None => prop_assert!(false, "objects written unread: {new:?}"),
             Some(Effect::InspectOwners { targets, .. }) => {
                 let mut asked: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
                 asked.sort();
@@ -281,5 +280,65 @@ fn deleting_the_release_orphans_its_prune_disabled_objects_and_deletes_the_rest(
             }
         }
         other => panic!("{other:?}"),
+    }
+}
+
+/// A `status.inventory` a tenant forged to list another release's ConfigMap and an
+/// unlabelled one (SPEC §25: prune and deletion trust the live `uuid` label, never the
+/// status alone): neither is deleted, on a revision that drops them nor on deletion.
+#[test]
+fn a_forged_inventory_prunes_and_deletes_nothing_that_is_not_ours() {
+    let forged = |name: &str| InventoryEntry {
+        kind: "ConfigMap".into(),
+        namespace: "demo".into(),
+        name: name.into(),
+        v: "v1".into(),
+        ..Default::default()
+    };
+    let entries = vec![forged("victim"), forged("unlabelled")];
+    let status = ReleaseStatus {
+        inventory: Some(Inventory {
+            revision: 1,
+            digest: opm_core::digest::inventory(&entries),
+            count: entries.len() as i64,
+            entries,
+        }),
+        ..Default::default()
+    };
+    let uuid = release_uuid(Kind::ModuleRelease, "demo", "web");
+    let live = BTreeMap::from([
+        ("victim".to_string(), meta(Live::OtherRelease, &uuid)),
+        (
+            "unlabelled".to_string(),
+            meta(
+                Live::Unowned {
+                    managed_by_us: true,
+                },
+                &uuid,
+            ),
+        ),
+    ]);
+    for deleting in [false, true] {
+        let mut mr = module_release();
+        mr.spec.common.prune = true;
+        mr.status = Some(status.clone());
+        if deleting {
+            mr.metadata.deletion_timestamp = Some(time(t0()));
+        }
+        let canned = Canned {
+            live: live.clone(),
+            ..Default::default()
+        };
+        let r = run_mr(&operator_cfg(), mr, &canned);
+        let deleted: Vec<&str> = match r.find(EffectKind::Prune) {
+            Some(Effect::Prune { deletions, .. }) => {
+                deletions.iter().map(|d| d.id.name.as_str()).collect()
+            }
+            _ => Vec::new(),
+        };
+        assert!(
+            !deleted.contains(&"victim") && !deleted.contains(&"unlabelled"),
+            "deleting={deleting}: {deleted:?}"
+        );
     }
 }

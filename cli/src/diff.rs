@@ -367,7 +367,12 @@ fn refusal(
             ctx.secrets,
         )),
         ApiError::Invalid { .. }
-            if exists && opm_operator::steps::apply_policy::immutable(err) && o.policy.force =>
+            if exists
+                && opm_core::policy::recreate::recreate(
+                    &o.id,
+                    o.policy.force,
+                    &opm_operator::steps::apply_policy::refusal(err),
+                ) =>
         {
             report.changed.push(Changed {
                 id: o.id.clone(),

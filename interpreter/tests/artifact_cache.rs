@@ -207,3 +207,39 @@ async fn leftovers_of_an_earlier_process_are_removed() {
     assert!(names_in(&dir.path().join("artifacts")).is_empty());
     assert!(names_in(&dir.path().join("downloads")).is_empty());
 }
+
+/// Issue 31 item 9: a digest is not a capability. Tenant A's private artifact is cached;
+/// tenant B's source status names A's digest with B's own URL (a forged status). B is not
+/// served A's tree from the cache: the cache asks B's URL, which does not serve those
+/// bytes, and the digest check refuses. A's URL still hits.
+#[tokio::test]
+async fn a_digest_alone_never_serves_another_sources_artifact() {
+    let private = tar_gz(&[file("release.cue", b"password: \"tenant-a-only\"\n")]);
+    let other = artifact(1);
+    let srv = TestServer::start(vec![
+        (
+            "/gitrepository/team-a/app/latest.tar.gz",
+            Route::Bytes(private.clone()),
+        ),
+        (
+            "/gitrepository/team-b/forged/latest.tar.gz",
+            Route::Bytes(other),
+        ),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let c = cache(dir.path(), CacheLimits::default());
+    let a_url = srv.url("/gitrepository/team-a/app/latest.tar.gz");
+    let b_url = srv.url("/gitrepository/team-b/forged/latest.tar.gz");
+    let d = digest_of(&private);
+    c.get(&a_url, &d).await.unwrap();
+    let err = c.get(&b_url, &d).await.unwrap_err();
+    assert!(
+        matches!(err, ArtifactError::Fetch(FetchError::DigestMismatch { .. })),
+        "B was served A's private tree: {err:?}"
+    );
+    assert_eq!(srv.hits("/gitrepository/team-b/forged/latest.tar.gz"), 1);
+    // A's source still shares its tree.
+    c.get(&a_url, &d).await.unwrap();
+    assert_eq!(srv.hits("/gitrepository/team-a/app/latest.tar.gz"), 1);
+}

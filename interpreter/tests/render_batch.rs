@@ -61,7 +61,16 @@ fn module(version: &str) -> ModuleRef {
     ModuleRef::new(MODULE_PATH, version, None).unwrap()
 }
 
+/// Release `i` of the namespace `team` (a batch holds one namespace's releases).
 fn id(i: usize) -> ReleaseIdentity {
+    ReleaseIdentity {
+        name: format!("web-{i}"),
+        namespace: "team".into(),
+    }
+}
+
+/// Release `i` of the namespace `team-<i mod 3>`.
+fn id_in_three(i: usize) -> ReleaseIdentity {
     ReleaseIdentity {
         name: format!("web-{i}"),
         namespace: format!("team-{}", i % 3),
@@ -278,7 +287,14 @@ async fn other_versions_and_credentials_never_share_a_run() {
 struct FixedAhead(std::sync::Mutex<Vec<(Value, ReleaseIdentity)>>);
 
 impl opm_operator::cue::render::Ahead for FixedAhead {
-    fn candidates(&self, _module: &ModuleRef, n: usize) -> Vec<(Value, ReleaseIdentity)> {
+    /// Offers whatever is listed, whatever its namespace: the renderer must not trust the
+    /// source to filter.
+    fn candidates(
+        &self,
+        _module: &ModuleRef,
+        _namespace: &str,
+        n: usize,
+    ) -> Vec<(Value, ReleaseIdentity)> {
         let mut list = self.0.lock().unwrap();
         let n = n.min(list.len());
         list.drain(..n).collect()
@@ -383,4 +399,116 @@ async fn a_bad_release_rendered_ahead_costs_the_attempt_one_batch_and_is_not_tak
         3,
         "4 rendered with 5, 6, 7 ahead, not 2"
     );
+}
+
+/// Issue 31 item 9: renders of several namespaces at once never share a `cue` run (each
+/// batch runs in one namespace's turn), a release of one namespace whose values break the
+/// run costs no other namespace a failed batch, and render-ahead never takes another
+/// namespace's release into a turn (the source here offers them; the renderer refuses).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_and_renders_ahead_hold_one_namespace() {
+    let reg = Registry::start();
+    reg.publish("v0.2.1");
+    let cache = tempfile::tempdir().unwrap();
+    // Nine releases of three namespaces; team-2's web-2 breaks the module's schema.
+    let bad = 2;
+    let mut requests: Vec<Request> = (0..9)
+        .map(|i| (module("v0.2.1"), values(i), id_in_three(i), None))
+        .collect();
+    requests[bad].1 = json!({"replicas": 0});
+    let r = renderer(&reg, cache.path(), 16);
+    let gate = ShutGate::new();
+    let out = render_all(&r, &gate, &requests).await;
+    for (n, got) in out.iter().enumerate() {
+        assert_eq!(got.is_err(), n == bad, "member {n}: {got:?}");
+    }
+    let (runs_, batch_runs, batched, fallbacks) = runs(&r);
+    assert_eq!(batch_runs, 3, "one batch per namespace");
+    assert_eq!(fallbacks, 1, "only team-2's batch failed");
+    assert_eq!(batched, 6, "team-0 and team-1 rendered in their batches");
+    assert_eq!(runs_, 3 + 3, "three batches, then team-2's three alone");
+
+    // Ahead: an attempt of team-0 is offered releases of team-1 and team-2 and of its own
+    // namespace; only its own ride along.
+    let r = renderer(&reg, cache.path(), 8);
+    let offered: Vec<(Value, ReleaseIdentity)> =
+        (10..19).map(|i| (values(i), id_in_three(i))).collect();
+    r.render_ahead_from(Arc::new(FixedAhead(std::sync::Mutex::new(offered))));
+    let first = render_all(
+        &r,
+        &ShutGate::new(),
+        &[(module("v0.2.1"), values(0), id_in_three(0), None)],
+    )
+    .await;
+    assert!(first[0].is_ok());
+    assert_eq!(
+        r.stats().ahead.load(Ordering::Relaxed),
+        3,
+        "web-12, web-15, web-18 (team-0) ahead; none of team-1 or team-2"
+    );
+}
+
+/// Issue 31 item 7 (SPEC §24, §27), with the real `cue` and registry: renders with five
+/// different Docker configs leave no copy of the module behind (each ran on a private
+/// cache removed with it; the old code kept one copy per credential digest, never
+/// cleaned), renders without credentials share one copy per module version, and above
+/// `--max-cue-cache-bytes` the least recently used version is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_module_cache_keeps_one_copy_per_version_within_its_bound() {
+    use opm_operator::cue::cue_cache::entries;
+    let reg = Registry::start();
+    reg.publish("v0.2.0");
+    reg.publish("v0.2.1");
+    let cache = tempfile::tempdir().unwrap();
+    let r = renderer(&reg, cache.path(), 1);
+    for user in ["a", "b", "c", "d", "e"] {
+        let config = format!("{{\"auths\":{{\"example.invalid\":{{\"username\":\"{user}\"}}}}}}");
+        let creds = Some((format!("sha256:{user}"), config.into_bytes()));
+        r.render_module_cached_with(&module("v0.2.1"), &values(0), &id(0), creds)
+            .await
+            .unwrap();
+    }
+    assert!(
+        entries(cache.path()).is_empty(),
+        "renders with credentials left module copies in the shared cache: {:?}",
+        entries(cache.path())
+    );
+    assert!(!cache.path().join("by-credentials").exists());
+    // Without credentials: one shared copy, however many releases render it.
+    for i in 0..3 {
+        r.render_module_cached(&module("v0.2.1"), &values(i), &id(i))
+            .await
+            .unwrap();
+    }
+    let one = entries(cache.path());
+    assert_eq!(one.len(), 1, "{one:?}");
+    let size = one[0].bytes;
+    assert!(size > 0);
+    // A bound that holds one version: the older use goes when the second arrives.
+    let mut cfg = RenderConfig::new(cue_bin());
+    cfg.registry = Some(reg.cue_registry());
+    cfg.cue_cache_dir = Some(cache.path().to_path_buf());
+    cfg.max_batch = 1;
+    cfg.max_cue_cache_bytes = size + size / 2;
+    let bounded = Renderer::new(cfg);
+    bounded
+        .render_module_cached(&module("v0.2.1"), &values(0), &id(0))
+        .await
+        .unwrap();
+    bounded
+        .render_module_cached(&module("v0.2.0"), &values(0), &id(0))
+        .await
+        .unwrap();
+    bounded.cue_cache().unwrap().trim().await;
+    let left: Vec<String> = entries(cache.path()).into_iter().map(|e| e.key).collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        left[0].ends_with("@v0.2.0"),
+        "the most recent use stays: {left:?}"
+    );
+    // The removed version renders again (downloaded anew).
+    bounded
+        .render_module_cached(&module("v0.2.1"), &values(5), &id(5))
+        .await
+        .unwrap();
 }

@@ -27,8 +27,8 @@
 
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, operators as op};
 use serde_json::{Map, Value};
@@ -934,9 +934,7 @@ impl<'a> Ev<'a, '_> {
             ("int", Double(d)) if d.is_finite() && d.abs() < 9.2e18 => Ok(Int(*d as i64)),
             ("int", Str(s)) => s.parse().map(Int).or_else(|_| cannot(&v)),
             ("uint", Int(i)) => u64::try_from(*i).map(Uint).or_else(|_| overflow()),
-            ("uint", Double(d)) if d.is_finite() && *d >= 0.0 && *d < 1.8e19 => {
-                Ok(Uint(*d as u64))
-            }
+            ("uint", Double(d)) if d.is_finite() && *d >= 0.0 && *d < 1.8e19 => Ok(Uint(*d as u64)),
             ("uint", Str(s)) => s.parse().map(Uint).or_else(|_| cannot(&v)),
             ("double", Int(i)) => Ok(Double(*i as f64)),
             ("double", Uint(u)) => Ok(Double(*u as f64)),

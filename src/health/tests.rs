@@ -469,9 +469,18 @@ proptest! {
 #[test]
 fn what_the_evaluator_does_not_implement_is_refused_when_compiled() {
     for (src, why) in [
-        ("timestamp(status.at) > timestamp('2020-01-01T00:00:00Z')", "function timestamp is not supported"),
-        ("status.items.all(k, v, v > 0)", "function all is not supported"),
-        ("status.phase.matches('(')", "not a valid regular expression"),
+        (
+            "timestamp(status.at) > timestamp('2020-01-01T00:00:00Z')",
+            "function timestamp is not supported",
+        ),
+        (
+            "status.items.all(k, v, v > 0)",
+            "function all is not supported",
+        ),
+        (
+            "status.phase.matches('(')",
+            "not a valid regular expression",
+        ),
         (
             "[[[[[[[[[1]]]]]]]]] == status.items",
             "brackets nest 9 deep; the limit is 8",
@@ -526,8 +535,10 @@ fn loops_nest_as_deep_as_written_and_the_budget_stops_them_while_they_run() {
     assert!(
         a.message
             .starts_with("health expression of Widget stopped after 100000")
-            && a.message.contains(" steps / 0 bytes (current: the budget of one evaluation \
-                is 1000000 steps and 8388608 bytes"),
+            && a.message.contains(
+                " steps / 0 bytes (current: the budget of one evaluation \
+                is 1000000 steps and 8388608 bytes"
+            ),
         "{}",
         a.message
     );

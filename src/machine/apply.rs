@@ -71,13 +71,13 @@ impl Attempt {
         }
     }
 
-    /// SPEC §25: before the first write of an object the release has never applied, read
-    /// who owns it. Every object of an unchanged release is in its inventory, so this costs
-    /// nothing there.
+    /// SPEC §25: before an apply, read who owns each object the release renders. Every
+    /// object is checked, `ssa: Ignore` and `IfNotPresent` ones and those the persisted
+    /// inventory lists included: all of them enter the new inventory, and the inventory is
+    /// a status a tenant may write. An unchanged release is a no-op and never gets here.
     fn apply_step(&mut self) {
         self.ctx.step = "apply";
-        // Objects that are never updated (`ssa: Ignore`, `IfNotPresent`) take nothing over.
-        let targets = ownership::targets(&self.ctx.overwritable(), self.ctx.persisted_entries());
+        let targets = ownership::targets(&self.ctx.desired);
         if targets.is_empty() {
             return self.write_step();
         }

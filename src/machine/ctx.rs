@@ -199,17 +199,6 @@ impl Ctx {
             .collect()
     }
 
-    /// The desired objects an apply may write over when they exist: all but `ssa: Ignore`
-    /// and `IfNotPresent` ones (SPEC §25's ownership read concerns only these).
-    pub(super) fn overwritable(&self) -> Vec<DesiredObject> {
-        use crate::policy::SsaPolicy;
-        self.desired
-            .iter()
-            .filter(|d| !matches!(d.policy.ssa, SsaPolicy::Ignore | SsaPolicy::IfNotPresent))
-            .cloned()
-            .collect()
-    }
-
     pub(super) fn adopt_existing(&self) -> bool {
         self.common
             .rollout

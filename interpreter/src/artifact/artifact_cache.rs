@@ -1,8 +1,16 @@
 //! Verified, extracted artifacts kept by digest (SPEC §17, DESIGN §2: caching is the
 //! interpreter's business and invisible to the core).
 //!
-//! A digest names content, so an extracted tree can be reused by every release that points
-//! at the same artifact. The cache is bounded by count and bytes with least-recently-used
+//! An extracted tree is kept by the source's artifact URL *and* its digest, never by the
+//! digest alone (issue 31 item 9): a digest names content but says nothing about who may
+//! read it, and a source's status is written by whoever can write that object. A tenant
+//! whose source status names another tenant's private artifact digest (and its own URL)
+//! would otherwise be served that tenant's tree from the cache without any download; now
+//! it must download from the URL it gave, which either serves those bytes (so the tenant
+//! could read them anyway) or fails the digest check. The artifact URL names the source
+//! object (source-controller serves `<kind>/<namespace>/<name>/…`), so this is the
+//! source's identity plus the digest; releases of one source still share one tree. The
+//! cache is bounded by count and bytes with least-recently-used
 //! eviction; an evicted tree stays on disk until the last [`ArtifactHandle`] to it is dropped,
 //! so a render in progress never loses its files. Concurrent requests for one digest share a
 //! single download.
@@ -117,12 +125,15 @@ pub struct CacheStats {
 
 type Load = Arc<OnceCell<Result<ArtifactHandle, ArtifactError>>>;
 
+/// What a tree is kept under: the artifact URL and the verified digest (module docs).
+type Key = (String, Sha256Digest);
+
 #[derive(Default)]
 struct State {
-    entries: HashMap<Sha256Digest, (ArtifactHandle, u64)>,
+    entries: HashMap<Key, (ArtifactHandle, u64)>,
     tick: u64,
     bytes: u64,
-    inflight: HashMap<Sha256Digest, Load>,
+    inflight: HashMap<Key, Load>,
 }
 
 /// The artifact cache.
@@ -185,7 +196,8 @@ impl ArtifactCache {
         (st.entries.len(), st.bytes)
     }
 
-    /// Returns the extracted artifact with `digest`, downloading it from `url` if needed.
+    /// Returns the extracted artifact with `digest` from `url`, downloading it if this URL's
+    /// artifact with this digest is not kept yet (a tree another URL gave is never served).
     pub async fn get(&self, url: &str, digest: &str) -> Result<ArtifactHandle, ArtifactError> {
         self.lookup(url, digest).await.map(|(handle, _)| handle)
     }
@@ -196,7 +208,8 @@ impl ArtifactCache {
         url: &str,
         digest: &str,
     ) -> Result<(ArtifactHandle, Lookup), ArtifactError> {
-        let key = Sha256Digest::parse(digest)?;
+        let digest_key = Sha256Digest::parse(digest)?;
+        let key: Key = (url.to_owned(), digest_key.clone());
         let load = {
             let mut st = self.lock();
             st.tick += 1;
@@ -210,7 +223,7 @@ impl ArtifactCache {
             st.inflight.entry(key.clone()).or_default().clone()
         };
         let result = load
-            .get_or_init(|| self.load(url, digest, &key))
+            .get_or_init(|| self.load(url, digest, &digest_key))
             .await
             .clone();
         let mut st = self.lock();
@@ -285,7 +298,7 @@ impl ArtifactCache {
             if let Some((handle, _)) = st.entries.remove(&oldest) {
                 st.bytes -= handle.size();
                 self.stats.evictions.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(digest = %oldest, "artifact evicted from cache");
+                tracing::debug!(url = %oldest.0, digest = %oldest.1, "artifact evicted from cache");
             }
         }
     }

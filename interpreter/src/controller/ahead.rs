@@ -30,7 +30,12 @@ impl StoreAhead {
 }
 
 impl Ahead for StoreAhead {
-    fn candidates(&self, module: &ModuleRef, n: usize) -> Vec<(Value, ReleaseIdentity)> {
+    fn candidates(
+        &self,
+        module: &ModuleRef,
+        namespace: &str,
+        n: usize,
+    ) -> Vec<(Value, ReleaseIdentity)> {
         let fleet = self.store.state();
         let mut offered = self.offered.lock().unwrap_or_else(|p| p.into_inner());
         // Forgets releases long gone without a scan per call.
@@ -43,7 +48,10 @@ impl Ahead for StoreAhead {
                 break;
             }
             let spec = &mr.spec.module;
-            if spec.path != module.path || spec.version != module.version {
+            if mr.metadata.namespace.as_deref() != Some(namespace)
+                || spec.path != module.path
+                || spec.version != module.version
+            {
                 continue;
             }
             let Some(request) = opm_core::render_ahead::render_ahead(mr) else {

@@ -112,6 +112,8 @@ pub fn parse_bounded(text: &str, budget: u64) -> Result<(Value, u64), BoundedPar
     let counter = bounded::Counter::new(budget);
     let mut options = serde_saphyr::Options::default();
     options.alias_limits.max_total_replayed_events = MAX_REPLAYED_EVENTS;
+    // As in `parse`: `pin: 0042` stays the text it is (issue 31 item 8).
+    options.leading_zero_numbers_as_strings = true;
     let parsed = serde_saphyr::with_deserializer_from_str_with_options(text, options, |de| {
         serde::de::DeserializeSeed::deserialize(bounded::Sized(&counter), de)
     });
@@ -276,11 +278,19 @@ mod bounded {
 }
 
 /// YAML (JSON is YAML) into a JSON value; an empty document is an empty mapping.
+///
+/// A plain number written with leading zeros (`pin: 0042`) stays the string it is: read
+/// as a number it became the float `42.0` (and YAML 1.1, Kubernetes' own, reads it as
+/// octal 34), silently changing a PIN or an account number (issue 31 item 8). The
+/// module's `#config` says whether it wanted a number.
 pub fn parse(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
-    serde_saphyr::from_str::<Value>(text).map_err(|e| first_line(&e.to_string()))
+    let mut options = serde_saphyr::Options::default();
+    options.leading_zero_numbers_as_strings = true;
+    serde_saphyr::from_str_with_options::<Value>(text, options)
+        .map_err(|e| first_line(&e.to_string()))
 }
 
 #[cfg(test)]

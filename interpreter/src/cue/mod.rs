@@ -2,6 +2,7 @@
 //! synthesised release package, the exported value, Secret redaction and registry
 //! credentials.
 
+pub mod cue_cache;
 pub mod cue_limits;
 pub mod local_values;
 pub mod module_ref;

@@ -1,13 +1,14 @@
 //! `module.secretRef` for one `cue` run (SPEC §27): the Docker config goes into a private
 //! temporary directory (mode 0700, `config.json` mode 0600) named by `DOCKER_CONFIG` for
-//! that child only, removed when the run ends, never a shared file. `cue`'s module cache is
-//! split by the credentials' digest too: a module pulled with one tenant's credentials sits
-//! in a cache only the same credentials reach, so a release with other (or wrong)
-//! credentials must pull, and be refused, itself.
+//! that child only, removed when the run ends, never a shared file. `cue`'s module cache of
+//! that run lives in the same private directory and goes with it: a module pulled with one
+//! tenant's credentials is never where another render could read it, so a release with
+//! other (or wrong) credentials must pull, and be refused, itself; and no credential keeps
+//! a copy of a module on disk ([`crate::cue::cue_cache`]).
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::cue::render_error::RenderError;
 
@@ -56,12 +57,6 @@ impl PrivateDockerConfig {
             ("CUE_CACHE_DIR".into(), cache.into_os_string()),
         ]
     }
-}
-
-/// The module cache of runs with the credentials `digest`, under the operator's cue cache.
-pub fn cache_dir_for(base: &Path, digest: &str) -> PathBuf {
-    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
-    base.join("by-credentials").join(&hex[..hex.len().min(32)])
 }
 
 /// Does `cue`'s message say the registry refused the credentials (HTTP 401/403)?
@@ -169,18 +164,9 @@ mod tests {
         }
         let env = cfg.env(None);
         assert_eq!(env[0].1, dir.as_os_str());
-        assert!(PathBuf::from(&env[1].1).starts_with(&dir));
+        assert!(std::path::PathBuf::from(&env[1].1).starts_with(&dir));
         drop(cfg);
         assert!(!dir.exists());
-    }
-
-    #[test]
-    fn caches_split_by_credentials() {
-        let base = Path::new("/c");
-        let a = cache_dir_for(base, &opm_core::digest::sha256(b"a"));
-        let b = cache_dir_for(base, &opm_core::digest::sha256(b"b"));
-        assert_ne!(a, b);
-        assert!(a.starts_with("/c/by-credentials"));
     }
 
     #[test]

@@ -1,13 +1,23 @@
-//! GVK → API resource and scope, from the API server's discovery, cached per kind. A miss
-//! asks the server again (one request for that group/version), so a CRD applied in stage 1
-//! is found for stage 3 of the same attempt; failures are never cached.
+//! GVK → API resource and scope, from the API server's discovery, cached per kind.
+//!
+//! A kind found is kept until [`Resolver::forget`] (a CRD this operator applied). A kind
+//! not found is answered from what the server said for a short while
+//! ([`MISSING_FOR`], issue 31 item 9): the served groups (`/apis`, one request) and each
+//! group/version's resource list are remembered, so a render naming 5 000 kinds the
+//! server does not serve costs one or two discovery requests, not 5 000, on every attempt.
+//! A CRD applied in stage 1 is still found for stage 3 of the same attempt: the apply
+//! forgets what was remembered for its group/versions once discovery serves them. A CRD
+//! installed by someone else is seen within [`MISSING_FOR`].
 
-use std::collections::HashMap;
-use std::sync::RwLock;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::Client;
 use kube::core::GroupVersionKind;
-use kube::discovery::{ApiCapabilities, ApiResource, Scope};
+use kube::discovery::ApiResource;
 use opm_core::ApiError;
 use opm_core::input::GroupKind;
 use serde_json::Value;
@@ -23,10 +33,35 @@ pub struct Resolved {
     pub namespaced: bool,
 }
 
+/// How long discovery's answer for a kind not found (its group/version's resource list,
+/// or the served groups) is reused.
+pub const MISSING_FOR: Duration = Duration::from_secs(10);
+
+/// What the server said about one group/version.
+#[derive(Clone)]
+enum Listing {
+    Served(Arc<APIResourceList>),
+    NotServed,
+}
+
 /// Cached discovery, shared by all attempts.
 pub struct Resolver {
     client: Client,
     cache: RwLock<HashMap<GroupVersionKind, Resolved>>,
+    /// Resource lists by group/version (`apps/v1`, `v1`), with when they were read.
+    listings: RwLock<HashMap<String, (Instant, Listing)>>,
+    /// The group/versions the server serves (`/apis`), with when they were read.
+    groups: RwLock<Option<(Instant, Arc<HashSet<String>>)>>,
+    /// Discovery requests sent.
+    requests: AtomicU64,
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Resolver {
@@ -35,7 +70,15 @@ impl Resolver {
         Self {
             client,
             cache: RwLock::new(HashMap::new()),
+            listings: RwLock::new(HashMap::new()),
+            groups: RwLock::new(None),
+            requests: AtomicU64::new(0),
         }
+    }
+
+    /// Discovery requests sent so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     /// Resolves `group/version/kind`; a kind the server does not serve is `NotFound`.
@@ -49,40 +92,102 @@ impl Resolver {
         if let Some(hit) = self.read_cache(&gvk) {
             return Ok(hit);
         }
-        let (resource, caps): (ApiResource, ApiCapabilities) =
-            kube::discovery::pinned_kind(&self.client, &gvk)
-                .await
-                .map_err(|e| match e {
-                    kube::Error::Discovery(d) => ApiError::NotFound {
-                        message: format!("no kind {kind} in {}: {d}", gvk.api_version()),
-                    },
-                    other => api_error::from_kube(&other),
-                })?;
-        let resolved = Resolved {
-            resource,
-            namespaced: caps.scope == Scope::Namespaced,
+        let gv = gvk.api_version();
+        let list = match self.listing(group, &gv).await? {
+            Listing::Served(list) => list,
+            Listing::NotServed => {
+                return Err(ApiError::NotFound {
+                    message: format!("no kind {kind} in {gv}: the server does not serve {gv}"),
+                });
+            }
         };
-        self.cache
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(gvk, resolved.clone());
+        let Some(res) = list
+            .resources
+            .iter()
+            .find(|r| r.kind == kind && !r.name.contains('/'))
+        else {
+            return Err(ApiError::NotFound {
+                message: format!("no kind {kind} in {gv}"),
+            });
+        };
+        let resolved = Resolved {
+            resource: ApiResource {
+                group: res.group.clone().unwrap_or_else(|| group.to_owned()),
+                version: res.version.clone().unwrap_or_else(|| version.to_owned()),
+                api_version: gv,
+                kind: res.kind.clone(),
+                plural: res.name.clone(),
+            },
+            namespaced: res.namespaced,
+        };
+        write(&self.cache).insert(gvk, resolved.clone());
         Ok(resolved)
     }
 
-    /// Forgets a kind (e.g. after its CRD changed) so the next resolve asks the server.
+    /// The resource list of `gv`, remembered for [`MISSING_FOR`]; a group the server does
+    /// not serve is known from `/apis` without asking for its version.
+    async fn listing(&self, group: &str, gv: &str) -> Result<Listing, ApiError> {
+        if let Some((at, l)) = read(&self.listings).get(gv)
+            && at.elapsed() < MISSING_FOR
+        {
+            return Ok(l.clone());
+        }
+        let listing = if !group.is_empty() && !self.served_groups().await?.contains(gv) {
+            Listing::NotServed
+        } else {
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            let answer = if group.is_empty() {
+                self.client.list_core_api_resources(gv).await
+            } else {
+                self.client.list_api_group_resources(gv).await
+            };
+            match answer {
+                Ok(list) => Listing::Served(Arc::new(list)),
+                Err(e) if api_error::is_not_found(&e) => Listing::NotServed,
+                Err(e) => return Err(api_error::from_kube(&e)),
+            }
+        };
+        let mut listings = write(&self.listings);
+        // Bounded by what the server serves plus the names asked for within MISSING_FOR.
+        listings.retain(|_, (at, _)| at.elapsed() < MISSING_FOR);
+        listings.insert(gv.to_owned(), (Instant::now(), listing.clone()));
+        Ok(listing)
+    }
+
+    /// Every `group/version` of `/apis`, remembered for [`MISSING_FOR`].
+    async fn served_groups(&self) -> Result<Arc<HashSet<String>>, ApiError> {
+        if let Some((at, g)) = read(&self.groups).as_ref()
+            && at.elapsed() < MISSING_FOR
+        {
+            return Ok(g.clone());
+        }
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let list = self
+            .client
+            .list_api_groups()
+            .await
+            .map_err(|e| api_error::from_kube(&e))?;
+        let served: HashSet<String> = list
+            .groups
+            .iter()
+            .flat_map(|g| g.versions.iter().map(|v| v.group_version.clone()))
+            .collect();
+        let served = Arc::new(served);
+        *write(&self.groups) = Some((Instant::now(), served.clone()));
+        Ok(served)
+    }
+
+    /// Forgets a kind (e.g. after its CRD changed) so the next resolve asks the server, and
+    /// what was remembered about its group/version.
     pub fn forget(&self, group: &str, version: &str, kind: &str) {
-        self.cache
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&GroupVersionKind::gvk(group, version, kind));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        write(&self.listings).remove(&gvk.api_version());
+        *write(&self.groups) = None;
+        write(&self.cache).remove(&gvk);
     }
 
     fn read_cache(&self, gvk: &GroupVersionKind) -> Option<Resolved> {
-        self.cache
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(gvk)
-            .cloned()
+        read(&self.cache).get(gvk).cloned()
     }
 
     /// The cluster-scoped kinds among `objects` (apiVersion/kind values): those discovery

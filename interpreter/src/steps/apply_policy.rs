@@ -1,8 +1,9 @@
 //! Apply of one object that carries a per-object policy (SPEC §28), executing what the
 //! core decided: `ssa: IfNotPresent` creates but never updates; ignore rules and
 //! `ssa: Merge` shape the manifest against the live object ([`opm_core::policy::prepare`]);
-//! `force: enabled` deletes and recreates the object, with a UID precondition, when (and
-//! only when) the API server refuses the apply because an immutable field changed.
+//! `force: enabled` deletes and recreates the object, with a UID precondition, when the
+//! core says so ([`opm_core::policy::recreate`]: a typed immutability refusal, never a
+//! Namespace, CRD, PV or PVC).
 //!
 //! These objects always get a GET: what is applied depends on the live object.
 
@@ -51,20 +52,38 @@ pub(crate) async fn apply_with_policy(
         }
         Err(e) => e,
     };
-    match (&live, obj.policy.force && immutable(&refused)) {
+    let decided = policy::recreate::recreate(&obj.id, obj.policy.force, &refusal(&refused));
+    match (&live, decided) {
         (Some(l), true) => recreate(t, manifest, l).await,
         _ => Err(api_error::from_kube(&refused)),
     }
 }
 
-/// Whether the API server refused because an immutable field would change: a 422 whose
-/// causes (or message) say the field is immutable. Read here, at the boundary, from the
-/// server's own Status.
-pub fn immutable(err: &kube::Error) -> bool {
+/// The API server's refusal as the core reads it: its code and `details.causes`, copied
+/// from the Status it answered (nothing parsed from its message).
+pub fn refusal(err: &kube::Error) -> policy::recreate::Refusal {
     match err {
-        kube::Error::Api(s) => s.code == 422 && s.message.contains("immutable"),
-        _ => false,
+        kube::Error::Api(s) => policy::recreate::Refusal {
+            code: s.code,
+            causes: s
+                .details
+                .iter()
+                .flat_map(|d| &d.causes)
+                .map(|c| policy::recreate::Cause {
+                    reason: c.reason.clone(),
+                    field: c.field.clone(),
+                    message: c.message.clone(),
+                })
+                .collect(),
+        },
+        _ => policy::recreate::Refusal::default(),
     }
+}
+
+/// Whether the API server refused because an immutable field would change (typed: see
+/// [`opm_core::policy::recreate::immutable`]).
+pub fn immutable(err: &kube::Error) -> bool {
+    policy::recreate::immutable(&refusal(err))
 }
 
 /// Deletes the live object (the one read, by UID), waits until it is gone, and applies the

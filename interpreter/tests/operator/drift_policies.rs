@@ -599,6 +599,97 @@ async fn force_enabled_recreates_on_an_immutable_field_and_only_then() {
     op.stop().await;
 }
 
+/// Issue 31 item 6 (SPEC §28): `force: enabled` recreated on any 422 whose message said
+/// "immutable", whatever the kind, so a release could delete its CRD (and every resource
+/// of it in the cluster) or its PVC (and the data) by changing an immutable field. Now a
+/// CustomResourceDefinition whose `scope` changes and a PersistentVolumeClaim whose
+/// `accessModes` change, both annotated `force: enabled`, end in `ApplyFailed` and each
+/// is still there with its UID, never deleted, and no `Recreated` event is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_never_deletes_a_crd_or_a_pvc() {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let (env, ns) = namespace().await;
+    let op = Operator::start(env, &ns.name, |a| {
+        a.allow_operator_identity = opm_core::AllowOperatorIdentity::Cluster
+    })
+    .await;
+    let pkg = Package::start().await;
+    let force = json!({"releases.opmodel.dev/force": "enabled"});
+    let group = format!("{}.force.opmodel.dev", ns.name);
+    let crd_name = format!("gadgets.{group}");
+    let crd = |scope: &str| {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": crd_name, "annotations": force},
+            "spec": {"group": group, "scope": scope,
+                "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})
+    };
+    let pvc = |mode: &str| {
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "annotations": force},
+            "spec": {"accessModes": [mode], "storageClassName": "none",
+                "resources": {"requests": {"storage": "1Gi"}}}})
+    };
+    for (name, first) in [
+        ("crd", json!({"c": {"crd": crd("Namespaced")}})),
+        ("pvc", json!({"c": {"pvc": pvc("ReadWriteOnce")}})),
+    ] {
+        pkg.publish(&ns.client, &ns.name, name, &release_package(name, &first))
+            .await;
+        // No controller binds the claim here: do not wait for it to be healthy.
+        create_rel(
+            &ns.client,
+            &release(&ns.name, name, name, ".", json!({"wait": false})),
+        )
+        .await;
+        wait_rel(&ns.client, &ns.name, name, "Ready", is_ready_rel).await;
+    }
+    let crds = Api::<CustomResourceDefinition>::all(ns.client.clone());
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(ns.client.clone(), &ns.name);
+    let crd_uid = crds.get(&crd_name).await.unwrap().metadata.uid;
+    let pvc_uid = pvcs.get("data").await.unwrap().metadata.uid;
+    for (name, changed) in [
+        ("crd", json!({"c": {"crd": crd("Cluster")}})),
+        ("pvc", json!({"c": {"pvc": pvc("ReadOnlyMany")}})),
+    ] {
+        pkg.publish(&ns.client, &ns.name, name, &release_package(name, &changed))
+            .await;
+        let got = wait_rel(
+            &ns.client,
+            &ns.name,
+            name,
+            "ApplyFailed",
+            reason_is_rel("ApplyFailed"),
+        )
+        .await;
+        let msg = &condition(got.status.as_ref().unwrap(), "Ready")
+            .unwrap()
+            .message;
+        assert!(msg.contains("immutable"), "{name}: {msg}");
+        let evs = events(&ns.client, &ns.name, name).await;
+        assert!(
+            !evs.iter().any(|e| e.reason.as_deref() == Some("Recreated")),
+            "{name}: recreated"
+        );
+    }
+    let crd_now = crds.get(&crd_name).await.unwrap();
+    assert_eq!(crd_now.metadata.uid, crd_uid, "the CRD was recreated");
+    assert!(
+        crd_now.metadata.deletion_timestamp.is_none(),
+        "the CRD is being deleted"
+    );
+    let pvc_now = pvcs.get("data").await.unwrap();
+    assert_eq!(pvc_now.metadata.uid, pvc_uid, "the PVC was recreated");
+    assert!(
+        pvc_now.metadata.deletion_timestamp.is_none(),
+        "the PVC is being deleted"
+    );
+    op.stop().await;
+    let _ = crds.delete(&crd_name, &Default::default()).await;
+}
+
 /// `deletionPolicy: Delete` deletes the objects even with `prune: false`; `Orphan` keeps
 /// them even with `prune: true`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -62,6 +62,7 @@ pub fn default_args(ns: &str) -> RunArgs {
         max_concurrent_renders: opm_operator::cue::render::DEFAULT_MAX_CONCURRENT_RENDERS as u64,
         max_render_batch: opm_operator::cue::render::DEFAULT_MAX_BATCH as u64,
         render_memory_limit: opm_operator::cue::render::DEFAULT_RENDER_MEMORY_LIMIT,
+        max_cue_cache_bytes: opm_operator::cue::cue_cache::DEFAULT_MAX_CUE_CACHE_BYTES,
         trace_dir: None,
         trace_max_bytes: opm_operator::ops::trace_sink::DEFAULT_MAX_BYTES,
         trace_max_files: opm_operator::ops::trace_sink::DEFAULT_MAX_FILES,

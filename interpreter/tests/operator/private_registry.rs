@@ -111,7 +111,13 @@ async fn private_module_pulls_with_the_right_credentials_only_and_caches_never_c
 
     let public = CueRegistry::global().await.registry();
     let routes = format!("private.example={}+insecure,{public}", registry.host());
-    let op = Operator::start(env, &ns.name, |a| a.cue_registry = Some(routes)).await;
+    let cache = tempfile::tempdir().unwrap();
+    let cache_dir = cache.path().to_path_buf();
+    let op = Operator::start(env, &ns.name, |a| {
+        a.cue_registry = Some(routes);
+        a.cache_dir = Some(cache_dir);
+    })
+    .await;
 
     // The right credentials: pulled and applied.
     create_mr(c, &private_release(&ns.name, "priv-good", Some("good"))).await;
@@ -180,6 +186,32 @@ async fn private_module_pulls_with_the_right_credentials_only_and_caches_never_c
         "the password is in a trace"
     );
     op.stop().await;
+    // Issue 31 item 7: nothing pulled with credentials stays on disk, where a render with
+    // other credentials or none could read it; no per-credential copies either. (The
+    // refused pull without credentials leaves `cue`'s empty lock file in the shared cache:
+    // no content.)
+    let mut left = Vec::new();
+    let mut dirs = vec![cache.path().to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let is_dir = e.file_type().unwrap().is_dir();
+            let private = p.to_string_lossy().contains("private.example");
+            let content = !is_dir && !p.to_string_lossy().ends_with(".lock");
+            if (private && (content || p.to_string_lossy().contains("@v0.1.0")))
+                || p.ends_with("by-credentials")
+            {
+                left.push(p.clone());
+            }
+            if is_dir {
+                dirs.push(p);
+            }
+        }
+    }
+    assert!(
+        left.is_empty(),
+        "private module files left in the cache: {left:?}"
+    );
 }
 
 fn base64(bytes: &[u8]) -> String {

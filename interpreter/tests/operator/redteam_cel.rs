@@ -157,7 +157,14 @@ async fn hostile_health_expressions_fail_their_object_and_the_operator_lives() {
         .insert(TEST_LABEL.into(), a.name.clone());
     let t = Instant::now();
     create_rel(&b.client, &honest).await;
-    wait_rel(&b.client, &b.name, "honest", "honest tenant Ready", is_ready_rel).await;
+    wait_rel(
+        &b.client,
+        &b.name,
+        "honest",
+        "honest tenant Ready",
+        is_ready_rel,
+    )
+    .await;
     let honest_took = t.elapsed();
 
     for name in ["strings", "regexes", "selfeq"] {

@@ -682,3 +682,218 @@ async fn request_counts_of_a_first_apply_and_an_unchanged_release() {
     );
     op.stop().await;
 }
+
+/// A ConfigMap manifest carrying the `releases.opmodel.dev/ssa` annotation `policy`.
+fn configmap_with_ssa(name: &str, data: Value, policy: &str) -> Value {
+    let mut cm = configmap(name, data);
+    cm["metadata"]["annotations"] = json!({ "releases.opmodel.dev/ssa": policy });
+    cm
+}
+
+/// Whether the release's persisted inventory lists ConfigMap `name`.
+fn lists(o: &Release, name: &str) -> bool {
+    o.status
+        .as_ref()
+        .and_then(|s| s.inventory.as_ref())
+        .is_some_and(|i| i.entries.iter().any(|e| e.name == name))
+}
+
+/// Issue 31 item 5 (SPEC §25): `ssa: Ignore` and `IfNotPresent` objects skipped the owner
+/// check yet entered the inventory, so the next revision (without the annotation) wrote
+/// over the other release's object and the one after pruned it. Before the fix, release B
+/// rendering A's ConfigMap with `ssa: Ignore` went Ready with it in its inventory. Now B
+/// stalls `OwnershipConflict` naming A, A's ConfigMap stays untouched, and B's inventory
+/// never lists it, with either annotation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ssa_ignore_or_if_not_present_does_not_launder_another_releases_object() {
+    let (env, ns) = namespace().await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    sa(&ns.client, &ns.name).await;
+    let api = cms(&ns.client, &ns.name);
+    let pkg = Package::start().await;
+    publish(
+        &pkg,
+        &ns.client,
+        &ns.name,
+        "a",
+        json!({"shared": configmap("shared", json!({"owner": "a"}))}),
+    )
+    .await;
+    create(&ns.client, &ns.name, "a", json!({})).await;
+    wait_rel(&ns.client, &ns.name, "a", "A Ready", is_ready_rel).await;
+    let before = api.get("shared").await.unwrap();
+    for (round, policy) in ["Ignore", "IfNotPresent"].into_iter().enumerate() {
+        let art = publish(
+            &pkg,
+            &ns.client,
+            &ns.name,
+            "b",
+            json!({
+                "shared": configmap_with_ssa("shared", json!({"owner": "b"}), policy),
+                "own": configmap("b-own", json!({"k": "v"})),
+            }),
+        )
+        .await;
+        if round == 0 {
+            create(&ns.client, &ns.name, "b", json!({})).await;
+        }
+        let got = wait_rel(&ns.client, &ns.name, "b", "settled on this artifact", |o| {
+            settled(o)
+                && o.status
+                    .as_ref()
+                    .is_some_and(|s| s.last_attempted_source_digest == art.digest)
+        })
+        .await;
+        let msg = ready_message(&got);
+        assert!(
+            reason_is_rel("OwnershipConflict")(&got),
+            "{policy}: B went on with A's object: {msg}; inventory lists shared: {}",
+            lists(&got, "shared")
+        );
+        assert!(
+            msg.contains(&format!(
+                "ConfigMap {ns}/shared belongs to Release {ns}/a",
+                ns = ns.name
+            )),
+            "{policy}: {msg}"
+        );
+        assert!(!lists(&got, "shared"), "{policy}: never in B's inventory");
+        assert_eq!(
+            fingerprint(&api.get("shared").await.unwrap()),
+            fingerprint(&before),
+            "{policy}: A's object untouched"
+        );
+    }
+    let a = Api::<Release>::namespaced(ns.client.clone(), &ns.name)
+        .get("a")
+        .await
+        .unwrap();
+    assert!(is_ready_rel(&a), "A stays Ready: {}", ready_message(&a));
+    op.stop().await;
+}
+
+/// Issue 31 item 5 (SPEC §25): `status.inventory` is the release's own status, which a
+/// tenant may be allowed to write. Objects listed there skipped the owner check, so a
+/// forged entry naming another release's ConfigMap let the next render overwrite it
+/// (stamping our uuid on it, after which prune would delete it). Now: a forged inventory
+/// prunes nothing that is not ours (A's ConfigMap, an unlabelled one), and rendering the
+/// forged-in object stalls `OwnershipConflict` with the object untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_inventory_neither_prunes_nor_launders() {
+    let (env, ns) = namespace().await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    sa(&ns.client, &ns.name).await;
+    let api = cms(&ns.client, &ns.name);
+    let pkg = Package::start().await;
+    publish(
+        &pkg,
+        &ns.client,
+        &ns.name,
+        "a",
+        json!({"shared": configmap("shared", json!({"owner": "a"}))}),
+    )
+    .await;
+    create(&ns.client, &ns.name, "a", json!({})).await;
+    wait_rel(&ns.client, &ns.name, "a", "A Ready", is_ready_rel).await;
+    let handmade: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "handmade", "labels": {labels::MANAGED_BY: "opm-controller"}},
+        "data": {"k": "v"},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &handmade).await.unwrap();
+    let shared_before = api.get("shared").await.unwrap();
+    let handmade_before = api.get("handmade").await.unwrap();
+    publish(
+        &pkg,
+        &ns.client,
+        &ns.name,
+        "b",
+        json!({"own": configmap("b-own", json!({"k": "v"}))}),
+    )
+    .await;
+    create(&ns.client, &ns.name, "b", json!({})).await;
+    wait_rel(&ns.client, &ns.name, "b", "B Ready", is_ready_rel).await;
+
+    // B's tenant forges B's inventory: A's ConfigMap and the unlabelled one are "B's".
+    let rels = Api::<Release>::namespaced(ns.client.clone(), &ns.name);
+    let forged = |name: &str| json!({"kind": "ConfigMap", "namespace": ns.name, "name": name, "v": "v1", "component": "x"});
+    let forge = || {
+        json!({"status": {"inventory": {
+            "revision": 7,
+            "digest": format!("sha256:{}", "0".repeat(64)),
+            "count": 3,
+            "entries": [forged("b-own"), forged("shared"), forged("handmade")],
+        }}})
+    };
+    rels.patch_status("b", &PatchParams::default(), &Patch::Merge(&forge()))
+        .await
+        .unwrap();
+    rels.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"annotations": {REQUESTED_AT_ANNOTATION: "forged-1"}}})),
+    )
+    .await
+    .unwrap();
+    let got = wait_rel(&ns.client, &ns.name, "b", "handled", |o| {
+        o.status
+            .as_ref()
+            .is_some_and(|s| s.last_handled_reconcile_at == "forged-1")
+            && (is_ready_rel(o) || is_stalled(o))
+    })
+    .await;
+    assert!(is_ready_rel(&got), "{}", ready_message(&got));
+    assert_eq!(
+        fingerprint(&api.get("shared").await.unwrap()),
+        fingerprint(&shared_before),
+        "A's object is not pruned through a forged inventory"
+    );
+    assert_eq!(
+        fingerprint(&api.get("handmade").await.unwrap()),
+        fingerprint(&handmade_before),
+        "an unlabelled object is not pruned through a forged inventory"
+    );
+
+    // Forged again, and this time B renders the forged-in object: refused, untouched.
+    rels.patch_status("b", &PatchParams::default(), &Patch::Merge(&forge()))
+        .await
+        .unwrap();
+    let art = publish(
+        &pkg,
+        &ns.client,
+        &ns.name,
+        "b",
+        json!({
+            "own": configmap("b-own", json!({"k": "v"})),
+            "shared": configmap("shared", json!({"owner": "b"})),
+        }),
+    )
+    .await;
+    let got = wait_rel(
+        &ns.client,
+        &ns.name,
+        "b",
+        "settled on the new artifact",
+        |o| {
+            settled(o)
+                && o.status
+                    .as_ref()
+                    .is_some_and(|s| s.last_attempted_source_digest == art.digest)
+        },
+    )
+    .await;
+    let after = api.get("shared").await.unwrap();
+    assert!(
+        reason_is_rel("OwnershipConflict")(&got),
+        "B wrote A's object through a forged inventory: {}; shared now {:?} labels {:?}",
+        ready_message(&got),
+        after.data,
+        after.metadata.labels
+    );
+    assert_eq!(
+        fingerprint(&after),
+        fingerprint(&shared_before),
+        "A's object untouched"
+    );
+    op.stop().await;
+}

@@ -102,6 +102,12 @@ pub struct RunArgs {
     /// runs `cue` unlimited.
     #[arg(long, default_value = "1Gi", value_parser = crate::commands::size_flag::parse_size)]
     pub render_memory_limit: u64,
+    /// Bound of the `cue` module cache under `--cache-dir` (`1Gi`): one copy per module
+    /// version, shared by renders without `module.secretRef` (renders with credentials
+    /// use a private cache removed with the run); above it the least recently used module
+    /// versions are removed (SPEC §24).
+    #[arg(long, default_value = "1Gi", value_parser = crate::commands::size_flag::parse_positive_size)]
+    pub max_cue_cache_bytes: u64,
     /// Write each attempt as JSON lines (inputs and effects; replay with `opm-sim replay`)
     /// into rotating `trace-*.jsonl` files in this directory.
     #[arg(long)]

@@ -69,6 +69,7 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
     render.registry = args.cue_registry.clone();
     render.timeout = args.render_timeout;
     render.cue_cache_dir = Some(cache_dir.join("cue"));
+    render.max_cue_cache_bytes = args.max_cue_cache_bytes;
     render.max_output_bytes = usize::try_from(args.max_render_bytes).unwrap_or(usize::MAX);
     render.max_concurrent = args.max_concurrent_renders as usize;
     render.max_batch = args.max_render_batch as usize;

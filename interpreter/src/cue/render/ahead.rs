@@ -26,9 +26,15 @@ const ROUNDS: usize = 4;
 
 /// Releases that may be rendered ahead, from the operator's view of the fleet.
 pub trait Ahead: Send + Sync {
-    /// Up to `n` releases of `module`'s path and version whose next render needs only
-    /// their spec, each offered once per generation.
-    fn candidates(&self, module: &ModuleRef, n: usize) -> Vec<(Value, ReleaseIdentity)>;
+    /// Up to `n` releases of `namespace` of `module`'s path and version whose next render
+    /// needs only their spec, each offered once per generation. Only `namespace`'s: the
+    /// batch runs in that namespace's render turn.
+    fn candidates(
+        &self,
+        module: &ModuleRef,
+        namespace: &str,
+        n: usize,
+    ) -> Vec<(Value, ReleaseIdentity)>;
 }
 
 /// A release taken into a batch ahead of its attempt.
@@ -44,11 +50,12 @@ impl Renderer {
         let _ = self.ahead.set(ahead);
     }
 
-    /// Up to `room` releases to render ahead with a batch of `module` whose members are
-    /// `taken`: not cached, not rendering alone, not already in the batch.
+    /// Up to `room` releases of `namespace` to render ahead with a batch of `module` whose
+    /// members are `taken`: not cached, not rendering alone, not already in the batch.
     pub(super) async fn ahead_members(
         &self,
         module: &ModuleRef,
+        namespace: &str,
         taken: &[&ReleaseIdentity],
         room: usize,
     ) -> Vec<AheadMember> {
@@ -63,10 +70,15 @@ impl Renderer {
         // A few rounds: candidates already cached or rendering alone leave room.
         for _ in 0..ROUNDS {
             let wanted = room - out.len();
-            let offered = ahead.candidates(module, wanted);
+            let offered = ahead.candidates(module, namespace, wanted);
             let exhausted = offered.len() < wanted;
             for (values, identity) in offered {
-                if taken.contains(&&identity) || !matches!(values, Value::Object(_)) {
+                // The source is trusted to filter, and checked: another namespace's
+                // release never runs in this one's turn.
+                if identity.namespace != namespace
+                    || taken.contains(&&identity)
+                    || !matches!(values, Value::Object(_))
+                {
                     continue;
                 }
                 let Ok(key) = self.module_key(module, &values, &identity, None).await else {

@@ -56,15 +56,21 @@ pub(super) struct BatchKey {
     pub package: String,
     /// Digest of the `module.secretRef` Docker config: one batch pulls with one.
     pub credentials: Option<String>,
+    /// The releases' namespace (issue 31 item 9): a batch runs in one namespace's render
+    /// turn, so it holds only that namespace's releases; and a release whose values break
+    /// the run costs a failed batch only to releases of its own namespace, never another
+    /// tenant's.
+    pub namespace: String,
 }
 
 impl BatchKey {
-    pub(super) fn new(module: &ModuleRef, credentials: Option<&str>) -> Self {
+    pub(super) fn new(module: &ModuleRef, credentials: Option<&str>, namespace: &str) -> Self {
         Self {
             path: module.path.clone(),
             version: module.version.clone(),
             package: module.package.clone(),
             credentials: credentials.map(str::to_owned),
+            namespace: namespace.to_owned(),
         }
     }
 }
@@ -212,12 +218,13 @@ impl super::Renderer {
     /// others withdraw their waits when their answer arrives. `deadline` is the end of the
     /// release's attempt ([`opm_core::Attempt::bound`]), see [`batch_timeout`].
     ///
-    /// Fairness (SPEC §24): a batch holds one render turn, that of whichever member was
-    /// admitted first, i.e. of the namespace the gate would have let run next anyway. It
-    /// is one `cue` run under one run's deadline, output cap and memory limit, so it costs
-    /// the shared turns what one render costs; no member waits longer than for its own
-    /// turn, and a namespace gets no more `cue` runs than without batching. Renders of
-    /// other namespaces that ride along take nobody's turn.
+    /// Fairness (SPEC §24): a batch holds one render turn of its namespace: every member
+    /// and every release rendered ahead is of that namespace (issue 31 item 9: another
+    /// namespace's releases never run in this one's turn, and a release that breaks the
+    /// run costs a failed batch only to its own namespace). It is one `cue` run under one
+    /// run's deadline, output cap and memory limit, so it costs the shared turns what one
+    /// render costs; no member waits longer than for its own turn, and a namespace gets no
+    /// more `cue` runs than without batching.
     pub async fn render_module_fair<G: RenderGate>(
         &self,
         module: &ModuleRef,
@@ -229,6 +236,7 @@ impl super::Renderer {
     ) -> Result<Arc<Rendered>, RenderError> {
         let credentials = credentials.as_ref();
         let digest = credentials.map(|(d, _)| d.as_str());
+        self.touch_cache(module, digest);
         let key = self.module_key(module, values, identity, digest).await?;
         if let Some(hit) = self.cache_get(&key) {
             return hit;
@@ -296,7 +304,7 @@ impl super::Renderer {
         gate: &G,
     ) -> Reply {
         let namespace = member.identity.namespace.clone();
-        let key = BatchKey::new(module, credentials.map(|(d, _)| d.as_str()));
+        let key = BatchKey::new(module, credentials.map(|(d, _)| d.as_str()), &namespace);
         let id = self.batches.join(key, member, self.config.max_batch);
         tokio::select! {
             biased;
@@ -328,12 +336,15 @@ impl super::Renderer {
         if members.is_empty() {
             return;
         }
-        // Credentials belong to the attempts that hold them: nothing rides along.
+        // Credentials belong to the attempts that hold them: nothing rides along. Every
+        // member is of the turn's namespace (the batch key holds it), and so is every
+        // release taken ahead.
         let ahead = match credentials {
             None => {
+                let namespace = members[0].identity.namespace.clone();
                 let taken: Vec<_> = members.iter().map(|m| &m.identity).collect();
                 let room = self.config.max_batch.saturating_sub(members.len());
-                self.ahead_members(module, &taken, room).await
+                self.ahead_members(module, &namespace, &taken, room).await
             }
             Some(_) => Vec::new(),
         };

@@ -52,12 +52,11 @@ impl Renderer {
                 message: format!("private Docker config: {e}"),
             }
         })?;
-        let cache = self
-            .config
-            .cue_cache_dir
-            .as_ref()
-            .map(|c| crate::cue::registry_auth::cache_dir_for(c, digest));
-        let env = auth.env(cache.as_deref());
+        // A private module cache, removed with the Docker config: nothing pulled with
+        // these credentials stays where another render could read it
+        // ([`crate::cue::cue_cache`]).
+        tracing::debug!(credentials = %digest, "cue run with module.secretRef: private module cache");
+        let env = auth.env(None);
         let out = self.export_env(dir.path(), &env, timeout).await;
         drop(auth);
         out.map_err(crate::cue::registry_auth::refused_credentials)
@@ -87,10 +86,24 @@ impl Renderer {
                 })?
             }
         };
+        // A run on the shared module cache holds it, so no module version is removed under it.
+        let shared = self
+            .cue_cache
+            .as_ref()
+            .filter(|_| !env.iter().any(|(k, _)| k == "CUE_CACHE_DIR"));
+        let holding = match shared {
+            Some(c) => Some(c.enter().await),
+            None => None,
+        };
         let _running = Running::enter(&self.running, &self.stats.peak_running);
         let started = std::time::Instant::now();
         self.stats.runs.fetch_add(1, Ordering::Relaxed);
-        let (out, status, stderr) = self.run_child(cmd, timeout).await?;
+        let ran = self.run_child(cmd, timeout).await;
+        drop(holding);
+        if let Some(c) = shared {
+            c.after_run().await;
+        }
+        let (out, status, stderr) = ran?;
         tracing::debug!(dir = %dir.display(), elapsed_ms = started.elapsed().as_millis() as u64, "cue export finished");
         if status.success() {
             return Ok(out);

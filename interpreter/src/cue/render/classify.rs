@@ -9,11 +9,14 @@ pub(super) const MESSAGE_LINES: usize = 12;
 /// Classifies a failed `cue` run by its stderr. Message texts are pinned by tests against the
 /// real binary, so an upgrade that changes them fails loudly.
 ///
-/// An evaluation error quotes values, and a value may be a secret (SPEC §23): its quoted
-/// strings are redacted. Resolution and registry errors quote module paths and registry
-/// URLs from the spec and the flags, which stay readable.
+/// Every message is redacted, whatever its class (SPEC §23): an evaluation error quotes
+/// values, and a value may be a secret; the class is read from words anywhere in stderr,
+/// and an evaluation error that also mentions "i/o timeout" or "module not found" (a
+/// module's own message, or a value holding those words) must not skip redaction by
+/// landing in another class. Module paths and registry addresses stay readable where
+/// `cue` prints them unquoted, which it does in every fetch error.
 pub fn classify_stderr(stderr: &str) -> RenderError {
-    let message = first_lines(stderr);
+    let message = crate::cue::redact::cue_message(&first_lines(stderr));
     if stderr.contains("cannot fetch") && crate::cue::registry_auth::says_refused(stderr) {
         // 401/403 on a module pull: not an evaluation error, and not transient.
         RenderError::Resolution {
@@ -26,9 +29,7 @@ pub fn classify_stderr(stderr: &str) -> RenderError {
     } else if RESOLUTION.iter().any(|p| stderr.contains(p)) {
         RenderError::Resolution { message }
     } else {
-        RenderError::Evaluation {
-            message: crate::cue::redact::cue_message(&message),
-        }
+        RenderError::Evaluation { message }
     }
 }
 

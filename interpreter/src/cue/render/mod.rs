@@ -60,8 +60,12 @@ pub struct RenderConfig {
     pub cue_binary: PathBuf,
     /// `CUE_REGISTRY` for the child (e.g. `127.0.0.1:5000+insecure`); inherited when `None`.
     pub registry: Option<String>,
-    /// `CUE_CACHE_DIR` for the child; inherited when `None`.
+    /// `CUE_CACHE_DIR` of runs without credentials, shared and bounded
+    /// ([`crate::cue::cue_cache`]); inherited when `None`. Runs with credentials use a
+    /// private cache of their own, removed with the run.
     pub cue_cache_dir: Option<PathBuf>,
+    /// `--max-cue-cache-bytes`: the bound of the shared cache in `cue_cache_dir`.
+    pub max_cue_cache_bytes: u64,
     /// `--render-timeout`: one run past it is killed and is a `Timeout`.
     pub timeout: Duration,
     /// `--max-render-bytes`: stdout read no further than this (SPEC §24).
@@ -84,6 +88,7 @@ impl RenderConfig {
             cue_binary: cue_binary.into(),
             registry: None,
             cue_cache_dir: None,
+            max_cue_cache_bytes: crate::cue::cue_cache::DEFAULT_MAX_CUE_CACHE_BYTES,
             timeout: DEFAULT_RENDER_TIMEOUT,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             max_stderr_bytes: DEFAULT_MAX_STDERR_BYTES,
@@ -130,6 +135,8 @@ pub struct Renderer {
     /// Where batches with room find releases to render ahead ([`ahead`]); none: no
     /// rendering ahead.
     ahead: std::sync::OnceLock<Arc<dyn Ahead>>,
+    /// The shared module cache of runs without credentials, when `cue_cache_dir` is set.
+    cue_cache: Option<crate::cue::cue_cache::CueCache>,
 }
 
 impl std::fmt::Debug for Renderer {
@@ -144,7 +151,12 @@ impl std::fmt::Debug for Renderer {
 impl Renderer {
     /// A renderer with an empty cache and no run in flight.
     pub fn new(config: RenderConfig) -> Self {
+        let cue_cache = config
+            .cue_cache_dir
+            .as_deref()
+            .map(|d| crate::cue::cue_cache::CueCache::new(d, config.max_cue_cache_bytes));
         Self {
+            cue_cache,
             turns: tokio::sync::Semaphore::new(config.max_concurrent.max(1)),
             running: 0.into(),
             config,
@@ -251,6 +263,7 @@ impl Renderer {
         credentials: Option<(String, Vec<u8>)>,
     ) -> Result<Arc<Rendered>, RenderError> {
         let digest = credentials.as_ref().map(|(d, _)| d.as_str());
+        self.touch_cache(module, digest);
         let key = self.module_key(module, values, identity, digest).await?;
         let export = async {
             let files = synthesise_release(module, values, identity)?;
@@ -258,6 +271,19 @@ impl Renderer {
                 .await
         };
         self.cached(key, export).await
+    }
+
+    /// The shared module cache, if any.
+    pub fn cue_cache(&self) -> Option<&crate::cue::cue_cache::CueCache> {
+        self.cue_cache.as_ref()
+    }
+
+    /// A render of `module` without credentials uses the shared cache now (its least
+    /// recently used order); one with credentials never touches it.
+    pub(super) fn touch_cache(&self, module: &ModuleRef, credentials: Option<&str>) {
+        if let (Some(c), None) = (&self.cue_cache, credentials) {
+            c.touch(module);
+        }
     }
 
     fn spawn_error(&self, e: std::io::Error) -> RenderError {

@@ -49,6 +49,41 @@ fn stderr_classification() {
     );
 }
 
+/// Issue 31 item 8: the class is read from words anywhere in stderr, so an evaluation
+/// error that also says "i/o timeout" or "module not found" (a module's own error text,
+/// or a value holding those words) lands in another class. Redaction holds for every
+/// class: the quoted value never reaches the message.
+#[test]
+fn every_class_of_message_is_redacted() {
+    let secret = "s3cr3t-p4ss";
+    let texts = [
+        format!(
+            "_m.#config.db: invalid value \"{secret}\" (does not satisfy strings.MaxRunes(4)): i/o timeout\n    ./release.cue:5:5\n"
+        ),
+        format!(
+            "_m.#config.db: conflicting values \"{secret}\" and \"module not found\":\n    ./release.cue:5:5\n"
+        ),
+        format!(
+            "x: import failed: cannot fetch a@v0.2.1: module a@v0.2.1: cannot do HTTP request: \"{secret}\" connection refused:"
+        ),
+        format!("cannot fetch a@v0: module a@v0: 401 Unauthorized: \"{secret}\""),
+    ];
+    for t in &texts {
+        let e = classify_stderr(t);
+        let shown = e.to_string();
+        assert!(!shown.contains(secret), "{e:?}");
+        assert!(shown.contains("<redacted>"), "{e:?}");
+    }
+    assert!(matches!(
+        classify_stderr(&texts[0]),
+        RenderError::RegistryUnreachable { .. }
+    ));
+    assert!(matches!(
+        classify_stderr(&texts[1]),
+        RenderError::Resolution { .. }
+    ));
+}
+
 #[test]
 fn long_stderr_is_cut_to_the_first_lines() {
     let text: String = (0..100).map(|i| format!("line {i}\n")).collect();

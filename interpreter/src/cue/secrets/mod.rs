@@ -17,6 +17,10 @@ pub struct SecretTable {
     /// Strings that came from a `valuesFrom` Secret (SPEC §27), and every rendered string
     /// that contains one, by digest: substituted back wherever they land (§23).
     strings: HashMap<String, String>,
+    /// Numbers and booleans read from a `valuesFrom` Secret (a YAML `password: 84736251`),
+    /// by digest ([`scalar_digest`]): the core sees them as digests like the strings, and
+    /// `cue` and the apply get them back with their type and exact value.
+    scalars: HashMap<String, Value>,
     /// `module.secretRef` Docker configs by digest.
     credentials: HashMap<String, Vec<u8>>,
 }
@@ -44,19 +48,33 @@ pub fn secret_digest(value: &Value) -> String {
     }
 }
 
+/// `sha256:<hex>` a number or boolean from a Secret is seen as: of its JSON text behind a
+/// prefix, so the number `1234` and the string `"1234"` (and `true` and `"true"`) have
+/// different digests and each comes back as what it was.
+pub fn scalar_digest(value: &Value) -> String {
+    opm_core::digest::sha256(format!("opm-secret-scalar:{value}").as_bytes())
+}
+
 impl fmt::Debug for SecretTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "SecretTable({} values, {} strings, {} credentials)",
+            "SecretTable({} values, {} strings, {} scalars, {} credentials)",
             self.values.len(),
             self.strings.len(),
+            self.scalars.len(),
             self.credentials.len()
         )
     }
 }
 
 const FIELDS: [&str; 2] = ["data", "stringData"];
+
+/// A Secret number worth looking for in rendered values and messages: [`MIN_SCRUBBED`]
+/// characters or more (every `3` is not a secret's).
+fn long_enough(v: &Value) -> bool {
+    v.is_number() && v.to_string().chars().count() >= MIN_SCRUBBED
+}
 
 /// Shortest Secret value [`SecretTable::scrub`] replaces in messages.
 pub const MIN_SCRUBBED: usize = 4;
@@ -85,7 +103,12 @@ impl SecretTable {
 
     /// Whether nothing was redacted (no values, no `valuesFrom` strings).
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty() && self.strings.is_empty()
+        self.values.is_empty() && self.strings.is_empty() && self.scalars.is_empty()
+    }
+
+    /// Whether a `valuesFrom` Secret gave strings or scalars to put back.
+    fn has_values_from(&self) -> bool {
+        !self.strings.is_empty() || !self.scalars.is_empty()
     }
 
     /// Keeps `real` (a string read from a Secret) and returns the digest the core sees.
@@ -95,13 +118,26 @@ impl SecretTable {
         digest
     }
 
-    /// Replaces every string leaf of `value` (read from a Secret) by its digest. Map keys
-    /// are field names and stay.
+    /// Keeps `real` (a number or boolean read from a Secret) and returns the digest the
+    /// core sees ([`scalar_digest`]).
+    pub fn remember_scalar(&mut self, real: &Value) -> String {
+        let digest = scalar_digest(real);
+        self.scalars.insert(digest.clone(), real.clone());
+        digest
+    }
+
+    /// Replaces every leaf of `value` (read from a Secret) by its digest: strings, and
+    /// numbers and booleans too (a `password: 84736251` is as secret as a quoted one).
+    /// Map keys are field names and stay; `null` carries nothing.
     pub fn redact_strings(&mut self, value: &mut Value) {
         match value {
             Value::String(s) => {
                 let d = self.remember_string(s);
                 *s = d;
+            }
+            Value::Number(_) | Value::Bool(_) => {
+                let d = self.remember_scalar(value);
+                *value = Value::String(d);
             }
             Value::Array(a) => a.iter_mut().for_each(|v| self.redact_strings(v)),
             Value::Object(m) => m.values_mut().for_each(|v| self.redact_strings(v)),
@@ -134,6 +170,8 @@ impl SecretTable {
             Value::String(s) => {
                 if let Some(real) = self.strings.get(s.as_str()) {
                     *s = real.clone();
+                } else if let Some(real) = self.scalars.get(s.as_str()) {
+                    *value = real.clone();
                 }
             }
             Value::Array(a) => a.iter_mut().for_each(|v| self.put_back(v)),
@@ -147,10 +185,15 @@ impl SecretTable {
     /// [`MIN_SCRUBBED`] only when whole) becomes the digest of that string, so the core
     /// never sees it wherever the module put it (SPEC §23, §27).
     pub fn redact_render_strings(&mut self, exported: &mut Value) {
-        if self.strings.is_empty() {
+        if !self.has_values_from() {
             return;
         }
-        let mut secrets: Vec<String> = self.strings.values().cloned().collect();
+        let mut secrets: Vec<String> = self
+            .strings
+            .values()
+            .cloned()
+            .chain(self.scalar_texts())
+            .collect();
         secrets.sort_by_key(|v| std::cmp::Reverse(v.len()));
         for obj in rendered_objects(exported) {
             let Some(fields) = obj.as_object_mut() else {
@@ -188,10 +231,25 @@ impl SecretTable {
                     *s = d;
                 }
             }
+            // A number the module copied from a Secret number (a boolean is one bit, and
+            // short numbers are everywhere: see `scalar_texts`).
+            Value::Number(_) if self.scalars.values().any(|x| x == value && long_enough(x)) => {
+                let d = self.remember_scalar(value);
+                *value = Value::String(d);
+            }
             Value::Array(a) => a.iter_mut().for_each(|v| self.redact_holding(v, secrets)),
             Value::Object(m) => m.values_mut().for_each(|v| self.redact_holding(v, secrets)),
             _ => {}
         }
+    }
+
+    /// The text of each Secret number long enough to look for ([`MIN_SCRUBBED`]): inside
+    /// rendered strings and messages it is redacted like a string.
+    fn scalar_texts(&self) -> impl Iterator<Item = String> + '_ {
+        self.scalars
+            .values()
+            .filter(|v| v.is_number() && long_enough(v))
+            .map(Value::to_string)
     }
 
     /// Replaces the Secret values of every object under `components.<c>.<key>` in the
@@ -225,11 +283,13 @@ impl SecretTable {
     /// `1` in a message would make it unreadable, and such a value is no secret.
     pub fn scrub(&self, text: &str) -> String {
         let mut out = text.to_owned();
+        let numbers: Vec<String> = self.scalar_texts().collect();
         let mut values: Vec<&str> = self
             .values
             .values()
             .filter_map(Value::as_str)
             .chain(self.strings.values().map(String::as_str))
+            .chain(numbers.iter().map(String::as_str))
             .filter(|v| v.chars().count() >= MIN_SCRUBBED)
             .collect();
         // Longest first, so a value containing another is replaced whole.
@@ -251,7 +311,7 @@ impl SecretTable {
         if let opm_core::effect::RenderRequest::Module {
             values: Some(v), ..
         } = &mut out
-            && !self.strings.is_empty()
+            && self.has_values_from()
         {
             self.put_back(v);
         }
@@ -304,12 +364,12 @@ impl SecretTable {
     pub fn restore(&self, manifest: &Value) -> Result<Value, UnknownSecretDigest> {
         let mut out = manifest.clone();
         if !is_secret(&out) {
-            if !self.strings.is_empty() {
+            if self.has_values_from() {
                 self.put_back(&mut out);
             }
             return Ok(out);
         }
-        if !self.strings.is_empty()
+        if self.has_values_from()
             && let Some(map) = out.as_object_mut()
         {
             // Everything but `data`/`stringData`, which are restored from their own table.

@@ -79,10 +79,12 @@ fn secret_strings_from_values_are_redacted_wherever_they_land_and_come_back() {
     t.redact_strings(&mut values);
     let seen = values.to_string();
     assert!(!seen.contains("hunter2"), "{seen}");
-    assert_eq!(values["db"]["port"], json!(5432));
-    // cue gets the real strings back.
+    // A number from a Secret is a digest to the core too (issue 31 item 8).
+    assert_eq!(values["db"]["port"], json!(scalar_digest(&json!(5432))));
+    // cue gets the real values back, each with its type.
     let real = t.restore_strings(&values);
     assert_eq!(real["db"]["password"], json!("hunter2-pw"));
+    assert_eq!(real["db"]["port"], json!(5432));
     // The render puts it in a ConfigMap (inside a URL), an env var, and a Secret.
     let mut exported = json!({"kind": "ModuleRelease", "components": {"app": {
         "cm": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c",
@@ -131,4 +133,66 @@ fn a_changed_secret_value_changes_the_redacted_object() {
     t.redact_object(&mut a);
     t.redact_object(&mut b);
     assert_ne!(a, b);
+}
+
+/// Issue 31 item 8: numbers and booleans from a `valuesFrom` Secret were handed to the core
+/// as they were, so `password: 84736251` reached the config digest's input, traces and the
+/// render the core sees, and `cue` errors quote numbers unquoted. Now each is a digest to
+/// the core, distinct from the string of the same text, and comes back exactly: type and
+/// digits (`0042` as a string stays the string `0042`; a big integer keeps every digit).
+#[test]
+fn numbers_and_booleans_from_a_secret_are_digested_and_come_back_exactly() {
+    let mut t = SecretTable::default();
+    let mut values = json!({"password": 84736251, "pin": "0042", "admin": true,
+        "big": 12345678901234567890_u64, "ratio": 0.25, "none": null});
+    let original = values.clone();
+    t.redact_strings(&mut values);
+    let seen = values.to_string();
+    for leaked in ["84736251", "0042", "12345678901234567890", "0.25", "true"] {
+        assert!(!seen.contains(leaked), "{leaked} in {seen}");
+    }
+    assert_eq!(values["none"], json!(null));
+    assert_ne!(
+        values["password"],
+        json!(opm_core::digest::sha256(b"84736251")),
+        "a number and the string of its digits are told apart"
+    );
+    assert_eq!(t.restore_strings(&values), original);
+    // The render copies the number into a ConfigMap as a number and inside a string: both
+    // are digests to the core and the API server gets the real ones.
+    let mut exported = json!({"kind": "ModuleRelease", "components": {"app": {
+        "cm": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+               "data": {"dsn": "db?pw=84736251", "replicas": 3},
+               "binaryData": {"n": 84736251}}}}});
+    let rendered = exported.clone();
+    t.redact_render_strings(&mut exported);
+    let text = exported.to_string();
+    assert!(!text.contains("84736251"), "{text}");
+    assert!(
+        text.contains("\"replicas\":3"),
+        "short numbers stay: {text}"
+    );
+    let cm = &exported["components"]["app"]["cm"];
+    assert_eq!(t.restore(cm).unwrap(), rendered["components"]["app"]["cm"]);
+    // A cue error quoting it unquoted loses it.
+    let msg = t.scrub("_m.#config.password: invalid value 84736251 (out of bound <=9999)");
+    assert!(!msg.contains("84736251"), "{msg}");
+}
+
+/// The no-`targetPath` path: a Secret's YAML parsed and merged at the root. `0042` was a
+/// float `42.0` (its leading zeros lost, and YAML 1.1 would read it as octal 34): it is
+/// kept as the text it is. Its digits never reach the core, and `cue` gets it back as is.
+#[test]
+fn yaml_from_a_secret_keeps_leading_zeros_and_hides_every_scalar() {
+    let mut v = crate::cue::local_values::parse("pin: 0042\npw: 84736251\nport: 5432\n").unwrap();
+    assert_eq!(v, json!({"pin": "0042", "pw": 84736251, "port": 5432}));
+    let parsed = v.clone();
+    let mut t = SecretTable::default();
+    t.redact_strings(&mut v);
+    let seen = v.to_string();
+    assert!(
+        !seen.contains("0042") && !seen.contains("84736251"),
+        "{seen}"
+    );
+    assert_eq!(t.restore_strings(&v), parsed);
 }
