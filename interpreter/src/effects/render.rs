@@ -52,6 +52,7 @@ async fn render(cx: &mut Cx<'_>, request: &RenderRequest) -> InputKind {
                 value,
                 cluster_scoped,
                 bytes,
+                platform,
             })
         }
         Err(e) => Err(secrets.scrub_render_error(e)),
