@@ -158,21 +158,31 @@ pub fn platform_files(platform: &Normalised) -> Result<Files, RenderError> {
             "--out",
             "json",
             "-e",
-            "{for p, e in #registry if e.enable {(p): len(e.#transformers)}}",
+            PLATFORM_EXPRESSION,
         ]
         .map(String::from)
         .to_vec(),
     })
 }
 
-/// `{catalog path: count}` from the Platform evaluation's export.
+/// What the Platform's evaluation exports (LAYOUT.md): the composed transformers' FQNs and,
+/// per catalog, its version and transformer count. Reading `e.version` is what checks each
+/// pin against the catalog's own bytes.
+pub const PLATFORM_EXPRESSION: &str = "{transformers: [for k, _ in #composedTransformers {k}], catalogs: [for p, e in #registry {path: p, version: e.version, transformers: len(e.#transformers)}]}";
+
+/// `(catalog path, transformers)` from the Platform evaluation's export.
 pub fn transformer_counts(bytes: &[u8]) -> Result<Vec<(String, i64)>, String> {
     let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("cue output: {e}"))?;
-    let m = v
-        .as_object()
-        .ok_or_else(|| "the platform package's export is not a struct".to_owned())?;
-    Ok(m.iter()
-        .map(|(k, n)| (k.clone(), n.as_i64().unwrap_or_default()))
+    let catalogs = v
+        .get("catalogs")
+        .and_then(Value::as_array)
+        .ok_or_else(|| "the platform package's export has no catalogs".to_owned())?;
+    Ok(catalogs
+        .iter()
+        .filter_map(|c| {
+            let path = c.get("path")?.as_str()?.to_owned();
+            Some((path, c.get("transformers")?.as_i64().unwrap_or_default()))
+        })
         .collect())
 }
 
