@@ -103,7 +103,7 @@ pub struct CatalogPin {
     /// The seed's version ranges: refused (pin `version`); present in the schema only so the
     /// API server says why instead of dropping it silently.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "super::common::any_json")]
+    #[schemars(schema_with = "any_object")]
     pub filter: Option<serde_json::Value>,
 }
 
@@ -140,6 +140,11 @@ pub struct CatalogStatus {
     pub version: String,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub transformers: i64,
+}
+
+/// An object of any fields: typed, so the CEL rule refusing it can name it.
+fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
 }
 
 fn is_zero(n: &i64) -> bool {

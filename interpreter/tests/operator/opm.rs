@@ -228,8 +228,8 @@ async fn each_opm_verdict_is_a_stall_naming_it() {
     let (env, ns) = namespace().await;
     let client = env.client().unwrap();
     apply_platform(&client, &[(fx::CATALOG, fx::CATALOG_NEW)]).await;
-    wait_platform_ready(&client).await;
     let op = Operator::start(env, &ns.name, |_| {}).await;
+    wait_platform_ready(&client).await;
     let cases = [
         (
             "unmatched",
@@ -323,8 +323,8 @@ async fn release_with_an_instance_package_renders_through_the_platform() {
     let (env, ns) = namespace().await;
     let client = env.client().unwrap();
     apply_platform(&client, &[(fx::CATALOG, fx::CATALOG_NEW)]).await;
-    wait_platform_ready(&client).await;
     let op = Operator::start(env, &ns.name, |_| {}).await;
+    wait_platform_ready(&client).await;
     let dir = fx::instance_dir();
     let mut files: Vec<(String, String)> = Vec::new();
     for rel in ["cue.mod/module.cue", "instance.cue", "values.cue"] {
