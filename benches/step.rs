@@ -73,6 +73,7 @@ fn attempt(
                     bytes: 0,
                     value: value.clone(),
                     cluster_scoped: vec![],
+                    platform: String::new(),
                 }),
             },
             Some(Effect::CheckDrift { .. }) => InputKind::DriftChecked {

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod common;
+pub mod platform;
 pub mod values_from;
 pub use common::{
     DeletionPolicy, DependencyRef, DriftDetection, DriftMode, HealthCheckExpr, HealthCheckRef,
@@ -119,7 +120,7 @@ pub struct ModuleReleaseSpec {
 pub struct ReleaseSpec {
     /// The Flux source holding the artifact.
     pub source_ref: SourceRef,
-    /// Directory in the artifact holding `release.cue`; `.` is the artifact root.
+    /// Directory in the artifact holding `instance.cue` (an OPM instance) or `release.cue`; `.` is the artifact root.
     #[schemars(length(min = 1, max = common::bounds::ARTIFACT_PATH))]
     pub path: String,
     /// Options shared by both kinds.
@@ -324,10 +325,10 @@ pub struct HistoryEntry {
     pub message: String,
 }
 
-/// Both CustomResourceDefinitions, as the API server should serve them.
+/// The three CustomResourceDefinitions (ModuleRelease, Release, Platform), as the API server should serve them.
 pub fn crds()
 -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
 {
     use kube::CustomResourceExt;
-    vec![ModuleRelease::crd(), Release::crd()]
+    vec![ModuleRelease::crd(), Release::crd(), platform::crd()]
 }

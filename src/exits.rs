@@ -121,6 +121,16 @@ pub fn render_failure(err: &RenderError) -> Failure {
             crate::render_value::too_large_message(err),
         ),
         RenderError::Refetch { error } => fetch_failure(error),
+        RenderError::PlatformNotReady { message } => Failure::soft(
+            Reason::PlatformNotReady,
+            format!("waiting for Platform cluster: {message}"),
+        ),
+        RenderError::CoreV0 { what } => {
+            Failure::stalled(Reason::RenderFailed, crate::opm::core_v0_message(what))
+        }
+        RenderError::Verdicts { verdicts } => {
+            Failure::stalled(Reason::RenderFailed, crate::opm::verdict_message(verdicts))
+        }
         RenderError::OutOfMemory { limit_bytes } => Failure::stalled(
             Reason::RenderFailed,
             format!(

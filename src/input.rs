@@ -408,6 +408,10 @@ pub struct RenderOutput {
     /// older than the cap). The core compares it with `--max-render-bytes` (SPEC §24).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub bytes: u64,
+    /// The digest of the Platform an OPM render used (SPEC §30); empty for a plain render.
+    /// The core folds it into the config digest, so a Platform change re-renders and applies.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub platform: String,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -498,6 +502,26 @@ pub enum RenderError {
     Refetch {
         /// Why downloading it again failed, classified as the fetch step would.
         error: FetchError,
+    },
+    /// An OPM module or instance and no Ready Platform `cluster` (SPEC §30): soft-blocked,
+    /// re-triggered when the Platform turns Ready.
+    #[error("waiting for Platform cluster: {message}")]
+    PlatformNotReady {
+        /// Why the Platform cannot be used yet.
+        message: String,
+    },
+    /// A module or package of the retired OPM core v0 (SPEC §30).
+    #[error("{what} is a core v0 module")]
+    CoreV0 {
+        /// The module (`path@version`) or package path, named in the stall.
+        what: String,
+    },
+    /// The OPM render's verdicts (SPEC §30), read by [`crate::opm::read_export`] or
+    /// [`crate::opm::incomplete_output`]: the render fails closed.
+    #[error("{}", crate::opm::verdict_message(verdicts))]
+    Verdicts {
+        /// Every reason the render was refused.
+        verdicts: Vec<crate::opm::Verdict>,
     },
 }
 

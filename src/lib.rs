@@ -73,6 +73,7 @@
 //! | §27 Values from objects | [`values_from`] |
 //! | §28 Per-object policies | [`policy`] |
 //! | §29 The user CLI | the `kubectl-opm` crate (`cli/`) |
+//! | §30 OPM modules and the Platform | [`opm`] (the Platform: [`opm::platform`]) |
 //!
 //! What re-triggers an attempt (a dependency becoming Ready, a new ServiceAccount, a
 //! source's new artifact, SPEC §5, §14, §15) and when a release's metric series are
@@ -118,6 +119,7 @@ pub mod liveness;
 pub mod machine;
 pub mod names;
 pub mod object;
+pub mod opm;
 pub mod outcome;
 pub mod ownership;
 pub mod policy;

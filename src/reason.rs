@@ -48,6 +48,8 @@ pub enum Reason {
     ResolutionFailed,
     /// CUE evaluation, values or the rendered objects are invalid (SPEC §18, §24).
     RenderFailed,
+    /// An OPM module or instance waits for a Ready Platform `cluster` (SPEC §30).
+    PlatformNotReady,
     /// No usable identity to act as (SPEC §15).
     ImpersonationFailed,
     /// An apply was refused or failed (SPEC §19).
@@ -89,7 +91,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in declaration order: for parsing and for tests that must see them all.
-    pub const ALL: [Reason; 36] = [
+    pub const ALL: [Reason; 37] = [
         Reason::Progressing,
         Reason::ReconciliationSucceeded,
         Reason::Suspended,
@@ -108,6 +110,7 @@ impl Reason {
         Reason::UnsupportedKind,
         Reason::ResolutionFailed,
         Reason::RenderFailed,
+        Reason::PlatformNotReady,
         Reason::ImpersonationFailed,
         Reason::ApplyFailed,
         Reason::PruneFailed,
@@ -149,6 +152,7 @@ impl Reason {
             Reason::UnsupportedKind => "UnsupportedKind",
             Reason::ResolutionFailed => "ResolutionFailed",
             Reason::RenderFailed => "RenderFailed",
+            Reason::PlatformNotReady => "PlatformNotReady",
             Reason::ImpersonationFailed => "ImpersonationFailed",
             Reason::ApplyFailed => "ApplyFailed",
             Reason::PruneFailed => "PruneFailed",
@@ -179,7 +183,7 @@ impl Reason {
             CrossNamespaceRefDenied | SourceNotReady => "Resolve",
             FetchFailed | InvalidArtifact => "Fetch",
             PathNotFound | ReleaseFileNotFound | UnsupportedKind => "Load",
-            ResolutionFailed | RenderFailed | ValuesNotFound => "Render",
+            ResolutionFailed | RenderFailed | ValuesNotFound | PlatformNotReady => "Render",
             ImpersonationFailed | ApplyFailed | Applied | OwnershipConflict | Recreated => "Apply",
             PruneFailed | Pruned | PruneSkipped => "Prune",
             DriftDetected => "DriftCheck",
@@ -257,7 +261,7 @@ mod tests {
 
     /// Every reason, its SPEC name and its event action. Written out by hand so that a
     /// renamed variant or a changed action fails here, not on a user's dashboard.
-    const SPEC: [(Reason, &str, &str); 36] = [
+    const SPEC: [(Reason, &str, &str); 37] = [
         (Reason::Progressing, "Progressing", "Reconcile"),
         (
             Reason::ReconciliationSucceeded,
@@ -288,6 +292,7 @@ mod tests {
         (Reason::UnsupportedKind, "UnsupportedKind", "Load"),
         (Reason::ResolutionFailed, "ResolutionFailed", "Render"),
         (Reason::RenderFailed, "RenderFailed", "Render"),
+        (Reason::PlatformNotReady, "PlatformNotReady", "Render"),
         (Reason::ImpersonationFailed, "ImpersonationFailed", "Apply"),
         (Reason::ApplyFailed, "ApplyFailed", "Apply"),
         (Reason::PruneFailed, "PruneFailed", "Prune"),

@@ -21,6 +21,7 @@ fn deleting(prune: bool, sa: Option<&str>) -> ModuleRelease {
                 json!({"ns": {"n": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "extra"}}}}),
             ),
             cluster_scoped: vec![],
+            platform: String::new(),
         }),
         ..Default::default()
     };

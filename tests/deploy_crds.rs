@@ -191,6 +191,16 @@ fn printer_columns_are_those_of_spec_1_3() {
             ("Retry", 1),
         ])
     );
+    let plat = checked_in("platforms");
+    assert_eq!(
+        columns(&plat),
+        owned(&[("Type", 0), ("Ready", 0), ("Reason", 0), ("Age", 0)])
+    );
+    assert_eq!(
+        plat["spec"]["scope"], "Cluster",
+        "SPEC §30: one Platform per cluster"
+    );
+    assert_eq!(plat["spec"]["names"]["shortNames"][0], "plat");
     for crd in [&mr, &rel] {
         let names = &crd["spec"]["names"];
         let short = names["shortNames"][0].as_str().unwrap();
@@ -440,6 +450,16 @@ fn manager_cluster_role_is_least_privilege() {
         assert!(
             !grants(&rules, g, res, "delete"),
             "the operator never deletes releases"
+        );
+    }
+    for verb in ["get", "list", "watch"] {
+        assert!(grants(&rules, g, "platforms", verb), "{verb} platforms");
+    }
+    assert!(grants(&rules, g, "platforms/status", "update"));
+    for verb in ["create", "update", "patch", "delete"] {
+        assert!(
+            !grants(&rules, g, "platforms", verb),
+            "the operator only reads the Platform: {verb}"
         );
     }
     for res in ["ocirepositories", "gitrepositories", "buckets"] {

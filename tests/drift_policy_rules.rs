@@ -29,6 +29,7 @@ fn with_render(extra: Value) -> Canned {
             bytes: 0,
             value: exported(extra),
             cluster_scoped: vec![],
+            platform: String::new(),
         }),
         ..Default::default()
     }

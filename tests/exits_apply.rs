@@ -149,6 +149,7 @@ fn with_stale_object() -> (opm_core::api::ModuleRelease, Canned) {
                 json!({"legacy": {"old": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "old"}}}}),
             ),
             cluster_scoped: vec![],
+            platform: String::new(),
         }),
         ..Default::default()
     };
@@ -558,6 +559,7 @@ fn stale_namespaces_and_crds_are_never_pruned() {
                 "crd": {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "widgets.example.com"}}
             }})),
             cluster_scoped: vec![],
+            platform: String::new(),
         }),
         ..Default::default()
     };
@@ -590,6 +592,7 @@ fn component_rename_or_version_change_is_not_stale() {
             bytes: 0,
             value: serde_json::from_str(&renamed).unwrap(),
             cluster_scoped: vec![],
+            platform: String::new(),
         }),
         ..Default::default()
     };

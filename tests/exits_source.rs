@@ -395,6 +395,7 @@ fn unsupported_kind_stalls() {
             bytes: 0,
             value: json!({"components": {}}),
             cluster_scoped: vec![],
+            platform: String::new(),
         }),
         ..Default::default()
     };
@@ -455,6 +456,7 @@ fn evaluation_errors_and_malformed_objects_stall_as_render_failed() {
             bytes: 0,
             value: bad,
             cluster_scoped: vec![],
+            platform: String::new(),
         }),
         ..Default::default()
     };
@@ -475,6 +477,7 @@ fn evaluation_errors_and_malformed_objects_stall_as_render_failed() {
             bytes: 0,
             value: conflicting,
             cluster_scoped: vec![],
+            platform: String::new(),
         }),
         ..Default::default()
     };
@@ -526,6 +529,7 @@ fn renders_over_the_caps_stall_with_the_count_or_size() {
             bytes,
             value: two.clone(),
             cluster_scoped: vec![],
+            platform: String::new(),
         }),
         ..Default::default()
     };

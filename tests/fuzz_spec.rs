@@ -467,11 +467,13 @@ fn respond(effect: &Effect, r: &mut Rng) -> Option<InputKind> {
                     value: value(r, 3),
                     cluster_scoped: vec![],
                     bytes: r.below(1 << 26),
+                    platform: String::new(),
                 }),
                 _ => Ok(RenderOutput {
                     value: render_output(r),
                     cluster_scoped: vec![],
                     bytes: r.below(1 << 20),
+                    platform: String::new(),
                 }),
             },
         },

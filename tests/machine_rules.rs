@@ -296,6 +296,7 @@ fn time_going_backwards_is_clamped() {
                     bytes: 0,
                     value: exported(serde_json::json!({})),
                     cluster_scoped: vec![],
+                    platform: String::new(),
                 }),
             },
         ))

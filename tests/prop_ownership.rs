@@ -208,6 +208,7 @@ fn applied_with_policy() -> ReleaseStatus {
             ),
             cluster_scoped: vec![],
             bytes: 0,
+            platform: String::new(),
         }),
         ..Default::default()
     };

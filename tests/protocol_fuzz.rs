@@ -104,6 +104,7 @@ fn respond(effect: &Effect, c: u8) -> InputKind {
                     bytes: 0,
                     value: render_value(c / 4),
                     cluster_scoped: vec![],
+                    platform: String::new(),
                 })
             },
         },

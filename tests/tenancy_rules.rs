@@ -42,6 +42,7 @@ fn rendering(extra: Value, cluster_scoped: Vec<GroupKind>) -> Canned {
             value: exported(extra),
             cluster_scoped,
             bytes: 0,
+            platform: String::new(),
         }),
         ..Default::default()
     }

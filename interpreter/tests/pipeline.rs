@@ -171,6 +171,7 @@ async fn an_artifact_evicted_before_render_and_then_refused_is_a_fetch_failure()
     let local = Local {
         cache,
         renderer: Renderer::new(cfg),
+        opm: Default::default(),
     };
 
     local.fetch(&srv.url("/a.tar.gz"), &digest_a).await.unwrap();

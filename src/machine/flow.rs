@@ -260,6 +260,11 @@ impl Attempt {
             name: self.ctx.key.name.clone(),
             uuid: self.ctx.uuid.clone(),
         };
+        // SPEC §30: an OPM render's inputs include the Platform it used.
+        if !output.platform.is_empty() {
+            self.ctx.digests.config =
+                crate::opm::config_digest(&self.ctx.digests.config, &output.platform);
+        }
         if let Err(f) = render_value::check_caps(
             &output.value,
             output.bytes,

@@ -558,6 +558,7 @@ impl World {
             bytes: serialized_len(&value),
             value,
             cluster_scoped: cluster_scoped.into_iter().collect(),
+            platform: String::new(),
         })
     }
 

@@ -8,7 +8,7 @@
 //!   test (tar.gz, zip) with real sha256 digests, and injectable faults.
 //! - [`flux`]: Flux source objects with `status.artifact` set by the test.
 //! - [`CueRegistry`]: `cue mod registry` with the example modules published; [`cue`] runs
-//!   the real binary.
+//!   the real binary; [`opm`]: the OPM core, catalogs and modules of `examples/opm/`.
 //! - [`RestartableApiServer`]: an API server of its own to SIGKILL and restart (chaos).
 //! - [`tools`]: where the pinned tools are (`./tools/install` puts them there).
 //! - [`wait::eventually`]: poll until a condition holds.
@@ -27,6 +27,7 @@ pub mod cue;
 mod env;
 mod error;
 pub mod flux;
+pub mod opm;
 mod process;
 pub mod rbac;
 pub mod registry;

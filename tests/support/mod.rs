@@ -177,6 +177,7 @@ impl Default for Canned {
                 bytes: 0,
                 value: exported(json!({})),
                 cluster_scoped: vec![],
+                platform: String::new(),
             }),
             sa_exists: Ok(true),
             drift: DriftReport::default(),

@@ -15,8 +15,8 @@ pub enum PathError {
         /// What the file system said.
         detail: String,
     },
-    #[error("no release.cue at path {path:?} in artifact")]
-    /// The directory holds no `release.cue`.
+    #[error("neither instance.cue nor release.cue at path {path:?} in artifact")]
+    /// The directory holds neither `instance.cue` (an OPM instance) nor `release.cue`.
     ReleaseFileNotFound {
         /// The `spec.path` asked for.
         path: String,
@@ -25,7 +25,7 @@ pub enum PathError {
 
 /// Resolves `spec_path` inside the extracted artifact `root` (`.` is the root). Links are
 /// followed, and the result must still be a directory inside the root that holds
-/// `release.cue`.
+/// `instance.cue` (an OPM instance, SPEC §30) or `release.cue`.
 pub fn resolve_path(root: &Path, spec_path: &str) -> Result<PathBuf, PathError> {
     let not_found = |detail: &str| PathError::PathNotFound {
         path: spec_path.to_owned(),
@@ -45,13 +45,20 @@ pub fn resolve_path(root: &Path, spec_path: &str) -> Result<PathBuf, PathError> 
     if !dir.is_dir() {
         return Err(not_found("not a directory"));
     }
-    let release = dir.join("release.cue");
-    match fs::canonicalize(&release) {
-        Ok(file) if file.starts_with(&root) && file.is_file() => Ok(dir),
-        _ => Err(PathError::ReleaseFileNotFound {
-            path: spec_path.to_owned(),
-        }),
+    if holds(&root, &dir, opm_core::opm::INSTANCE_FILE) || holds(&root, &dir, "release.cue") {
+        return Ok(dir);
     }
+    Err(PathError::ReleaseFileNotFound {
+        path: spec_path.to_owned(),
+    })
+}
+
+/// Whether `dir` (inside `root`) holds the file `name`, a link to it staying inside `root`.
+pub fn holds(root: &Path, dir: &Path, name: &str) -> bool {
+    let Ok(root) = fs::canonicalize(root) else {
+        return false;
+    };
+    matches!(fs::canonicalize(dir.join(name)), Ok(file) if file.starts_with(&root) && file.is_file())
 }
 
 #[cfg(test)]

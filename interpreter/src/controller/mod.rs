@@ -10,6 +10,7 @@ mod dependents;
 pub mod driver;
 pub(crate) mod jitter;
 mod panics;
+mod platform;
 mod queue;
 pub(crate) mod values_watch;
 mod watches;

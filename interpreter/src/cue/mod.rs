@@ -6,6 +6,7 @@ pub mod cue_cache;
 pub mod cue_limits;
 pub mod local_values;
 pub mod module_ref;
+pub mod opm;
 pub(crate) mod redact;
 pub mod registry_auth;
 pub mod render;

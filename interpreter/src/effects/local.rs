@@ -12,10 +12,12 @@ use serde_json::Value;
 use crate::artifact::artifact_cache::{ArtifactCache, ArtifactError, Lookup};
 use crate::artifact::extract::ExtractError;
 use crate::artifact::fetch::FetchError;
-use crate::artifact::release_path::{PathError, resolve_path};
+use crate::artifact::release_path::{PathError, holds, resolve_path};
 use crate::cue::module_ref::{ModuleRef, ReleaseIdentity};
+use crate::cue::opm::OpmError;
 use crate::cue::render::{RenderError, RenderGate, Rendered, Renderer};
 use crate::ops::metrics::FetchObservation;
+use opm_core::opm::Flavour;
 
 /// Fetch and render, as the driver needs them.
 pub struct Local {
@@ -23,7 +25,13 @@ pub struct Local {
     pub cache: ArtifactCache,
     /// The `cue` runs, their cache and batches.
     pub renderer: Renderer,
+    /// OPM renders: the Platform, module facts, the releases rendering through it (SPEC §30).
+    pub opm: crate::cue::opm::Opm,
 }
+
+/// A render's exported value (plain release shape), the size of `cue`'s JSON, and the
+/// digest of the Platform an OPM render used (empty for a plain render).
+pub type RenderParts = (Value, u64, String);
 
 impl Local {
     /// Downloads (or finds in the cache), verifies and extracts the artifact; also says
@@ -48,7 +56,7 @@ impl Local {
     }
 
     /// Renders the request and returns the exported value with the size of its JSON.
-    pub async fn render(&self, request: &RenderRequest) -> Result<(Value, u64), CoreRender> {
+    pub async fn render(&self, request: &RenderRequest) -> Result<RenderParts, CoreRender> {
         self.render_with(request, None).await
     }
 
@@ -58,17 +66,61 @@ impl Local {
         &self,
         request: &RenderRequest,
         credentials: Option<(String, Vec<u8>)>,
-    ) -> Result<(Value, u64), CoreRender> {
+    ) -> Result<RenderParts, CoreRender> {
         let rendered = match request {
             RenderRequest::Module { .. } => {
                 let (module, values, identity) = module_parts(request, credentials.is_some())?;
+                if let Some(opm) = self
+                    .opm_module(&module, &values, &identity, credentials.as_ref())
+                    .await?
+                {
+                    return Ok(opm);
+                }
                 self.renderer
                     .render_module_cached_with(&module, &values, &identity, credentials)
                     .await
             }
             RenderRequest::Artifact { .. } => return self.render_artifact(request).await,
         };
-        Ok(Rendered::into_parts(rendered.map_err(render_error)?))
+        Ok(plain(rendered.map_err(render_error)?))
+    }
+
+    /// The OPM render of `module` when its version is an OPM module (`None`: plain), or the
+    /// core v0 refusal (SPEC §30). The decision is remembered per module version.
+    async fn opm_module(
+        &self,
+        module: &ModuleRef,
+        values: &Value,
+        identity: &ReleaseIdentity,
+        credentials: Option<&(String, Vec<u8>)>,
+    ) -> Result<Option<RenderParts>, CoreRender> {
+        let facts = self
+            .opm
+            .facts(&self.renderer, module, credentials)
+            .await
+            .map_err(render_error)?;
+        match facts.flavour {
+            Flavour::Plain => Ok(None),
+            Flavour::CoreV0 => Err(CoreRender::CoreV0 {
+                what: format!("module {}@{}", module.path, module.version),
+            }),
+            Flavour::Opm => {
+                let (rendered, digest) = self
+                    .opm
+                    .render_module(
+                        &self.renderer,
+                        module,
+                        &facts,
+                        values,
+                        identity,
+                        credentials,
+                    )
+                    .await
+                    .map_err(opm_error)?;
+                let (value, bytes) = Rendered::into_parts(rendered);
+                Ok(Some((value, bytes, digest)))
+            }
+        }
     }
 
     /// [`Self::render_with`] in fair turns of `gate` (SPEC §24): an artifact's render
@@ -81,10 +133,26 @@ impl Local {
         gate: &G,
         namespace: &str,
         deadline: std::time::Instant,
-    ) -> Result<(Value, u64), CoreRender> {
+    ) -> Result<RenderParts, CoreRender> {
         let rendered = match request {
             RenderRequest::Module { .. } => {
                 let (module, values, identity) = module_parts(request, credentials.is_some())?;
+                let facts = self
+                    .opm
+                    .facts(&self.renderer, &module, credentials.as_ref())
+                    .await
+                    .map_err(render_error)?;
+                if facts.flavour != Flavour::Plain {
+                    // OPM renders are not batched: one fair turn each (the cache still
+                    // answers an unchanged release without a turn's `cue` run).
+                    let _turn = gate.turn(namespace).await;
+                    let opm = self
+                        .opm_module(&module, &values, &identity, credentials.as_ref())
+                        .await?;
+                    if let Some(parts) = opm {
+                        return Ok(parts);
+                    }
+                }
                 self.renderer
                     .render_module_fair(&module, &values, &identity, credentials, gate, deadline)
                     .await
@@ -94,10 +162,10 @@ impl Local {
                 return self.render_artifact(request).await;
             }
         };
-        Ok(Rendered::into_parts(rendered.map_err(render_error)?))
+        Ok(plain(rendered.map_err(render_error)?))
     }
 
-    async fn render_artifact(&self, request: &RenderRequest) -> Result<(Value, u64), CoreRender> {
+    async fn render_artifact(&self, request: &RenderRequest) -> Result<RenderParts, CoreRender> {
         let RenderRequest::Artifact {
             artifact_digest,
             artifact_url,
@@ -114,12 +182,38 @@ impl Local {
                 error: fetch_error(e),
             })?;
         let dir = resolve_path(handle.root(), path).map_err(path_error)?;
+        // SPEC §30: `instance.cue` is an OPM instance, rendered through the Platform;
+        // `release.cue` keeps the plain contract.
+        if holds(handle.root(), &dir, opm_core::opm::INSTANCE_FILE) {
+            let (rendered, digest) = self
+                .opm
+                .render_instance(&self.renderer, artifact_digest, path, handle.root(), &dir)
+                .await
+                .map_err(opm_error)?;
+            let (value, bytes) = Rendered::into_parts(rendered);
+            return Ok((value, bytes, digest));
+        }
         let rendered = self
             .renderer
             .render_package_cached(artifact_digest, path, &dir)
             .await
             .map_err(render_error)?;
-        Ok(Rendered::into_parts(rendered))
+        Ok(plain(rendered))
+    }
+}
+
+fn plain(rendered: std::sync::Arc<Rendered>) -> RenderParts {
+    let (value, bytes) = Rendered::into_parts(rendered);
+    (value, bytes, String::new())
+}
+
+/// OPM render errors → the core's render error classes (the core decides each exit).
+pub fn opm_error(e: OpmError) -> CoreRender {
+    match e {
+        OpmError::PlatformNotReady(message) => CoreRender::PlatformNotReady { message },
+        OpmError::Verdicts(verdicts) => CoreRender::Verdicts { verdicts },
+        OpmError::CoreV0(what) => CoreRender::CoreV0 { what },
+        OpmError::Render(e) => render_error(e),
     }
 }
 

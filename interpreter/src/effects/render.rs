@@ -44,7 +44,10 @@ async fn render(cx: &mut Cx<'_>, request: &RenderRequest) -> InputKind {
         .await;
     rt.metrics.record_render(key, started.elapsed());
     let result = match rendered {
-        Ok((mut value, bytes)) => {
+        Ok((mut value, bytes, platform)) => {
+            if !platform.is_empty() {
+                rt.local.opm.note_release(key);
+            }
             secrets.redact_render(&mut value);
             secrets.redact_render_strings(&mut value);
             let cluster_scoped = rt.resolver.cluster_scoped(&flatten(&value)).await;
@@ -52,9 +55,15 @@ async fn render(cx: &mut Cx<'_>, request: &RenderRequest) -> InputKind {
                 value,
                 cluster_scoped,
                 bytes,
+                platform,
             })
         }
-        Err(e) => Err(secrets.scrub_render_error(e)),
+        Err(e) => {
+            if matches!(e, RenderError::PlatformNotReady { .. }) {
+                rt.local.opm.note_release(key);
+            }
+            Err(secrets.scrub_render_error(e))
+        }
     };
     InputKind::Rendered { result }
 }

@@ -13,6 +13,7 @@ mod identity;
 mod leader;
 mod lifecycle;
 mod metrics;
+mod opm;
 mod private_registry;
 mod process;
 mod rbac;

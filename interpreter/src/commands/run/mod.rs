@@ -77,6 +77,7 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
     let local = Local {
         cache,
         renderer: Renderer::new(render),
+        opm: Default::default(),
     };
     let traces = args
         .trace_dir

@@ -70,12 +70,29 @@ impl Renderer {
         env: &[(String, OsString)],
         timeout: Duration,
     ) -> Result<Vec<u8>, RenderError> {
+        self.run_cue(dir, EXPORT_ARGS, env, timeout)
+            .await
+            .map_err(|f| f.error)
+    }
+
+    /// Runs `cue <args>` in `dir` in a turn of `--max-concurrent-renders`, with the
+    /// registry, cache and memory limit: its stdout, or the classified error together with
+    /// `cue`'s raw stderr head (the OPM render reads the error path from it before
+    /// redaction, SPEC §30).
+    pub(crate) async fn run_cue(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        env: &[(String, OsString)],
+        timeout: Duration,
+    ) -> Result<Vec<u8>, CueFailure> {
         if !dir.is_dir() {
             return Err(RenderError::Io {
                 message: format!("{} is not a directory", dir.display()),
-            });
+            }
+            .into());
         }
-        let cmd = self.command(dir, env);
+        let cmd = self.command(dir, args, env);
         let _turn = match self.turns.try_acquire() {
             Ok(t) => t,
             Err(_) => {
@@ -104,24 +121,30 @@ impl Renderer {
             c.after_run().await;
         }
         let (out, status, stderr) = ran?;
-        tracing::debug!(dir = %dir.display(), elapsed_ms = started.elapsed().as_millis() as u64, "cue export finished");
+        tracing::debug!(dir = %dir.display(), ?args, elapsed_ms = started.elapsed().as_millis() as u64, "cue finished");
         if status.success() {
             return Ok(out);
         }
-        let stderr = String::from_utf8_lossy(&stderr);
-        match self.config.memory_limit {
+        let stderr = String::from_utf8_lossy(&stderr).into_owned();
+        let error = match self.config.memory_limit {
             Some(limit) if crate::cue::cue_limits::died_of_memory(&status, &stderr) => {
                 tracing::warn!(dir = %dir.display(), limit, "cue ran out of memory");
-                Err(RenderError::OutOfMemory { limit })
+                RenderError::OutOfMemory { limit }
             }
-            _ => Err(classify_stderr(&stderr)),
-        }
+            _ => classify_stderr(&stderr),
+        };
+        Err(CueFailure { error, stderr })
     }
 
     /// The `cue export` command of `dir`, with the registry, cache and memory limit.
-    fn command(&self, dir: &Path, env: &[(String, OsString)]) -> tokio::process::Command {
+    fn command(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        env: &[(String, OsString)],
+    ) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.config.cue_binary);
-        cmd.args(["export", ".", "--out", "json"])
+        cmd.args(args)
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -192,6 +215,28 @@ impl Renderer {
         let _ = child.kill().await;
         stderr_task.abort();
         Err(failed)
+    }
+}
+
+/// `cue export . --out json`: the plain render.
+const EXPORT_ARGS: &[&str] = &["export", ".", "--out", "json"];
+
+/// A failed `cue` run: the classified error and `cue`'s raw stderr head (never shown as is:
+/// it may quote a secret; messages use the error's redacted text).
+#[derive(Debug)]
+pub(crate) struct CueFailure {
+    /// The classified error.
+    pub(crate) error: RenderError,
+    /// The first bytes of `cue`'s stderr, unredacted.
+    pub(crate) stderr: String,
+}
+
+impl From<RenderError> for CueFailure {
+    fn from(error: RenderError) -> Self {
+        Self {
+            error,
+            stderr: String::new(),
+        }
     }
 }
 

@@ -27,6 +27,7 @@ mod batch_tests;
 mod cache;
 mod child;
 pub mod classify;
+mod opm_run;
 pub mod split;
 #[cfg(test)]
 mod tests;

@@ -333,7 +333,16 @@ impl SecretTable {
             | E::InvalidArtifact { message }
             | E::Timeout { message }
             | E::RegistryUnreachable { message }
-            | E::Io { message } => *message = self.scrub(message),
+            | E::Io { message }
+            | E::PlatformNotReady { message } => *message = self.scrub(message),
+            E::CoreV0 { what } => *what = self.scrub(what),
+            // Names of components, transformers and fields: a module may build one from
+            // its values, so they are scrubbed like any message.
+            E::Verdicts { verdicts } => {
+                for v in verdicts {
+                    self.scrub_verdict(v);
+                }
+            }
             // A re-download's error names the artifact URL and HTTP facts, never a value.
             E::UnsupportedKind { .. }
             | E::TooLarge { .. }
@@ -341,6 +350,48 @@ impl SecretTable {
             | E::Refetch { .. } => {}
         }
         e
+    }
+
+    fn scrub_verdict(&self, v: &mut opm_core::opm::Verdict) {
+        use opm_core::opm::Verdict as V;
+        match v {
+            V::Unmatched { component } => *component = self.scrub(component),
+            V::Unhandled {
+                component,
+                kind,
+                fqn,
+            } => {
+                *component = self.scrub(component);
+                *kind = self.scrub(kind);
+                *fqn = self.scrub(fqn);
+            }
+            V::Duplicate {
+                transformer,
+                catalogs,
+            } => {
+                *transformer = self.scrub(transformer);
+                for c in catalogs {
+                    *c = self.scrub(c);
+                }
+            }
+            V::Incomplete {
+                component,
+                transformer,
+                field,
+            } => {
+                *component = self.scrub(component);
+                *transformer = self.scrub(transformer);
+                *field = self.scrub(field);
+            }
+            V::NotAnObject {
+                component,
+                transformer,
+            } => {
+                *component = self.scrub(component);
+                *transformer = self.scrub(transformer);
+            }
+            V::Malformed { message } => *message = self.scrub(message),
+        }
     }
 
     /// [`Self::scrub`] applied to an API error's message.

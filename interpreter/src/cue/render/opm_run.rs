@@ -1,0 +1,122 @@
+//! The renderer's side of OPM renders (SPEC §30): a tree of synthesised files exported with
+//! the arguments `LAYOUT.md` names, the probe that learns a module version's dependencies,
+//! and the render cache for what the core accepted.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::child::CueFailure;
+use super::{RenderError, RenderKey, Rendered, Renderer};
+use crate::cue::module_ref::{ModuleRef, RELEASE_LANGUAGE_VERSION};
+
+/// Module path of the probe that asks `cue` for a module version's dependencies.
+const PROBE_MODULE: &str = "opm.internal/probe@v0";
+
+impl Renderer {
+    /// Writes `files` (relative path → content) into a private temporary directory and runs
+    /// `cue <args>` there; with `module.secretRef` credentials (`digest`, bytes) the pull
+    /// uses them (SPEC §27).
+    pub(crate) async fn export_tree(
+        &self,
+        files: &[(String, String)],
+        args: &[String],
+        credentials: Option<&(String, Vec<u8>)>,
+    ) -> Result<Vec<u8>, CueFailure> {
+        let dir = write_tree(files)?;
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.run_with_credentials(dir.path(), &args, credentials)
+            .await
+    }
+
+    /// The `cue.mod/module.cue` of a probe module after `cue mod get <module>@<version>`:
+    /// the module's dependencies as `cue` resolved them (one short run, no evaluation).
+    pub(crate) async fn module_deps_probe(
+        &self,
+        module: &ModuleRef,
+        credentials: Option<&(String, Vec<u8>)>,
+    ) -> Result<String, RenderError> {
+        let module_cue =
+            format!("module: {PROBE_MODULE:?}\nlanguage: version: {RELEASE_LANGUAGE_VERSION:?}\n");
+        let dir =
+            write_tree(&[("cue.mod/module.cue".to_owned(), module_cue)]).map_err(|f| f.error)?;
+        let base = module
+            .path
+            .rsplit_once('@')
+            .map_or(module.path.as_str(), |(b, _)| b);
+        let target = format!("{base}@{}", module.version);
+        self.run_with_credentials(dir.path(), &["mod", "get", &target], credentials)
+            .await
+            .map_err(|f| f.error)?;
+        std::fs::read_to_string(dir.path().join("cue.mod/module.cue")).map_err(|e| {
+            RenderError::Io {
+                message: format!("reading the probe's module file: {e}"),
+            }
+        })
+    }
+
+    /// A cached render, counted as a hit.
+    pub(crate) fn cached_render(
+        &self,
+        key: &RenderKey,
+    ) -> Option<Result<Arc<Rendered>, RenderError>> {
+        self.cache_get(key)
+    }
+
+    /// Caches a render in the plain shape (what the core accepted of an OPM export).
+    pub(crate) fn put_render(
+        &self,
+        key: RenderKey,
+        bytes: Vec<u8>,
+    ) -> Result<Arc<Rendered>, RenderError> {
+        self.cache_put(key, bytes)
+    }
+
+    async fn run_with_credentials(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        credentials: Option<&(String, Vec<u8>)>,
+    ) -> Result<Vec<u8>, CueFailure> {
+        let Some((digest, bytes)) = credentials else {
+            return self.run_cue(dir, args, &[], self.config.timeout).await;
+        };
+        let auth = crate::cue::registry_auth::PrivateDockerConfig::new(bytes).map_err(|e| {
+            RenderError::Io {
+                message: format!("private Docker config: {e}"),
+            }
+        })?;
+        let cache = self
+            .config
+            .cue_cache_dir
+            .as_ref()
+            .map(|c| crate::cue::registry_auth::cache_dir_for(c, digest));
+        let env: Vec<(String, OsString)> = auth.env(cache.as_deref());
+        let out = self.run_cue(dir, args, &env, self.config.timeout).await;
+        drop(auth);
+        out.map_err(|f| CueFailure {
+            error: crate::cue::registry_auth::refused_credentials(f.error),
+            stderr: f.stderr,
+        })
+    }
+}
+
+fn write_tree(files: &[(String, String)]) -> Result<tempfile::TempDir, CueFailure> {
+    let io = |e: std::io::Error| {
+        CueFailure::from(RenderError::Io {
+            message: format!("writing the render package: {e}"),
+        })
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("opm-render-")
+        .tempdir()
+        .map_err(io)?;
+    for (rel, text) in files {
+        let p = dir.path().join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        std::fs::write(p, text).map_err(io)?;
+    }
+    Ok(dir)
+}

@@ -1,0 +1,425 @@
+//! OPM modules and the Platform (SPEC §30, issue 32) on the real API server, `cue` and
+//! registry, with the project's own core v2, catalog (two builds) and modules published by
+//! `opm_testenv::opm`. The Platform is a cluster-wide singleton, so these tests take one
+//! lock and run one at a time.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use opm_core::api::ModuleRelease;
+use opm_core::api::platform::Platform;
+use opm_testenv::opm::{self as fx, OpmFixtures};
+use serde_json::{Value, json};
+
+use crate::harness::*;
+
+/// One test at a time owns the Platform `cluster`.
+static PLATFORM: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn platforms(client: &Client) -> Api<Platform> {
+    Api::all(client.clone())
+}
+
+/// Deletes the Platform and waits until it is gone.
+async fn delete_platform(client: &Client) {
+    let api = platforms(client);
+    let _ = api.delete("cluster", &DeleteParams::default()).await;
+    let start = Instant::now();
+    while api
+        .get_opt("cluster")
+        .await
+        .expect("get Platform")
+        .is_some()
+    {
+        assert!(start.elapsed() < WAIT, "Platform not deleted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Applies the Platform `cluster` with `catalogs` (path, version).
+async fn apply_platform(client: &Client, catalogs: &[(&str, &str)]) {
+    let registry: serde_json::Map<String, Value> = catalogs
+        .iter()
+        .map(|(p, v)| ((*p).to_owned(), json!({"version": v})))
+        .collect();
+    let p = json!({
+        "apiVersion": "releases.opmodel.dev/v1alpha1",
+        "kind": "Platform",
+        "metadata": {"name": "cluster"},
+        "spec": {"type": "kubernetes", "registry": registry},
+    });
+    platforms(client)
+        .patch(
+            "cluster",
+            &PatchParams::apply("opm-test").force(),
+            &Patch::Apply(&p),
+        )
+        .await
+        .expect("apply Platform");
+}
+
+/// Waits until the Platform's status describes its current generation and is Ready.
+async fn wait_platform_ready(client: &Client) -> Platform {
+    let api = platforms(client);
+    let start = Instant::now();
+    loop {
+        let p = api.get("cluster").await.expect("get Platform");
+        let ok = p.status.as_ref().is_some_and(|s| {
+            s.observed_generation == p.metadata.generation.unwrap_or_default()
+                && s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+        if ok {
+            return p;
+        }
+        assert!(start.elapsed() < WAIT, "Platform not Ready: {:?}", p.status);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn opm_mr(ns: &str, name: &str, module: &str, version: &str, values: Value) -> ModuleRelease {
+    module_release(
+        ns,
+        name,
+        values,
+        json!({"module": {"path": module, "version": version}}),
+    )
+}
+
+fn reason_is(m: &ModuleRelease, reason: &str) -> bool {
+    m.status.as_ref().is_some_and(|s| ready(s).1 == reason)
+}
+
+fn is_ready(m: &ModuleRelease) -> bool {
+    m.status
+        .as_ref()
+        .is_some_and(|s| ready(s) == ("True".into(), "ReconciliationSucceeded".into()))
+}
+
+fn annotation(d: &Deployment, key: &str) -> Option<String> {
+    d.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key).cloned())
+}
+
+/// No Platform → `PlatformNotReady` (soft, Normal event); creating it makes the release
+/// Ready within seconds, with the objects of the Platform's catalog version applied (the web
+/// module was built against the older build: the Platform's pin wins); a Platform version
+/// change re-renders and applies the other build's output, changing the render digest.
+#[tokio::test(flavor = "multi_thread")]
+async fn opm_module_release_waits_for_the_platform_renders_and_follows_its_version() {
+    let _only = PLATFORM.lock().await;
+    OpmFixtures::global().await;
+    let (env, ns) = namespace().await;
+    let client = env.client().unwrap();
+    delete_platform(&client).await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    create_mr(
+        &client,
+        &opm_mr(&ns.name, "web", fx::WEB, fx::WEB_VERSIONS[0], json!({})),
+    )
+    .await;
+    let waiting = wait_mr(&client, &ns.name, "web", "PlatformNotReady", |m| {
+        reason_is(m, "PlatformNotReady")
+    })
+    .await;
+    let msg = &condition(waiting.status.as_ref().unwrap(), "Ready")
+        .unwrap()
+        .message;
+    assert!(
+        msg.starts_with("waiting for Platform cluster: no Platform cluster exists"),
+        "{msg}"
+    );
+    let evs = events_with(&client, &ns.name, "web", &["PlatformNotReady"]).await;
+    assert!(
+        evs.iter()
+            .any(|e| e.reason.as_deref() == Some("PlatformNotReady")
+                && e.type_.as_deref() == Some("Normal")
+                && e.action.as_deref() == Some("Render"))
+    );
+
+    let created = Instant::now();
+    apply_platform(&client, &[(fx::CATALOG, fx::CATALOG_NEW)]).await;
+    let mr = wait_mr(&client, &ns.name, "web", "Ready", is_ready).await;
+    let took = created.elapsed();
+    eprintln!("Platform created -> OPM release Ready in {took:?}");
+    assert!(
+        took < Duration::from_secs(15),
+        "re-triggered by the Platform turning Ready, not by the 30s requeue: {took:?}"
+    );
+    let plat = wait_platform_ready(&client).await;
+    let s = plat.status.as_ref().unwrap();
+    assert_eq!(s.catalogs.len(), 1);
+    assert_eq!(s.catalogs[0].path, fx::CATALOG);
+    assert_eq!(s.catalogs[0].version, fx::CATALOG_NEW);
+    assert_eq!(s.catalogs[0].transformers, 6);
+    assert_eq!(
+        s.digest,
+        opm_core::opm::platform::digest(&plat.spec),
+        "status.digest is the digest of the normalised spec"
+    );
+
+    let status = mr.status.clone().unwrap();
+    let inv = status.inventory.clone().unwrap();
+    let mut comps: Vec<_> = inv.entries.iter().map(|e| e.component.clone()).collect();
+    comps.sort();
+    comps.dedup();
+    assert_eq!(comps, ["config", "identity", "server"]);
+    let deploys = Api::<Deployment>::namespaced(client.clone(), &ns.name);
+    let d = deploys.get("web-server").await.expect("Deployment applied");
+    let labels = d.metadata.labels.clone().unwrap();
+    assert_eq!(labels["app.kubernetes.io/managed-by"], "opm-controller");
+    assert_eq!(labels["module-instance.opmodel.dev/name"], "web");
+    assert!(labels.contains_key("module-instance.opmodel.dev/uuid"));
+    assert_eq!(labels["component.opmodel.dev/name"], "server");
+    assert_eq!(labels["module-release.opmodel.dev/name"], "web");
+    let new_bare = fx::CATALOG_NEW.trim_start_matches('v');
+    assert_eq!(
+        annotation(&d, fx::CATALOG_VERSION_ANNOTATION).as_deref(),
+        Some(new_bare),
+        "the Platform's catalog build rendered it, not the module's older one"
+    );
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), &ns.name);
+    assert!(
+        cms.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|c| c
+                .metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("web-config")))
+    );
+
+    // A Platform version change: re-rendered with the other build, applied.
+    let before = status.last_applied_render_digest.clone();
+    let config_before = status.last_applied_config_digest.clone();
+    apply_platform(&client, &[(fx::CATALOG, fx::CATALOG_OLD)]).await;
+    let mr = wait_mr(&client, &ns.name, "web", "re-rendered", |m| {
+        is_ready(m)
+            && m.status
+                .as_ref()
+                .is_some_and(|s| s.last_applied_render_digest != before)
+    })
+    .await;
+    let s = mr.status.unwrap();
+    assert_ne!(s.last_applied_config_digest, config_before);
+    let d = deploys.get("web-server").await.unwrap();
+    assert_eq!(
+        annotation(&d, fx::CATALOG_VERSION_ANNOTATION).as_deref(),
+        Some(fx::CATALOG_OLD.trim_start_matches('v'))
+    );
+    op.stop().await;
+}
+
+/// Each verdict is a `RenderFailed` stall naming the component and what is missing or
+/// doubled; a core v0 module stalls saying it must move to core v2.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_opm_verdict_is_a_stall_naming_it() {
+    let _only = PLATFORM.lock().await;
+    OpmFixtures::global().await;
+    let (env, ns) = namespace().await;
+    let client = env.client().unwrap();
+    apply_platform(&client, &[(fx::CATALOG, fx::CATALOG_NEW)]).await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    wait_platform_ready(&client).await;
+    let cases = [
+        (
+            "unmatched",
+            fx::UNMATCHED,
+            fx::VERDICT_VERSION,
+            "component \"nightly\" is matched by no transformer",
+        ),
+        (
+            "unhandled",
+            fx::UNHANDLED,
+            fx::VERDICT_VERSION,
+            fx::UNHANDLED_TRAIT,
+        ),
+        (
+            "incomplete",
+            fx::INCOMPLETE,
+            fx::VERDICT_VERSION,
+            "component \"server\": the output of transformer",
+        ),
+        (
+            "legacy",
+            fx::LEGACY,
+            fx::LEGACY_VERSION,
+            "core v0 modules must move to core v2",
+        ),
+    ];
+    for (name, module, version, _) in &cases {
+        create_mr(&client, &opm_mr(&ns.name, name, module, version, json!({}))).await;
+    }
+    for (name, _, _, want) in &cases {
+        let mr = wait_mr(&client, &ns.name, name, "RenderFailed stall", |m| {
+            m.status.as_ref().is_some_and(|s| {
+                condition(s, "Stalled").is_some_and(|c| c.reason == "RenderFailed")
+            })
+        })
+        .await;
+        let msg = &condition(mr.status.as_ref().unwrap(), "Ready")
+            .unwrap()
+            .message;
+        assert!(msg.contains(want), "{name}: {msg}");
+    }
+    let unhandled = wait_mr(&client, &ns.name, "unhandled", "", |_| true).await;
+    let msg = &condition(unhandled.status.as_ref().unwrap(), "Ready")
+        .unwrap()
+        .message;
+    assert!(
+        msg.contains("component \"server\"") && msg.contains("trait"),
+        "{msg}"
+    );
+
+    // A transformer two enabled catalogs provide.
+    create_mr(
+        &client,
+        &opm_mr(&ns.name, "web", fx::WEB, fx::WEB_VERSIONS[0], json!({})),
+    )
+    .await;
+    wait_mr(&client, &ns.name, "web", "Ready", is_ready).await;
+    apply_platform(
+        &client,
+        &[
+            (fx::CATALOG, fx::CATALOG_NEW),
+            (fx::EXTRA_CATALOG, fx::EXTRA_CATALOG_VERSION),
+        ],
+    )
+    .await;
+    let mr = wait_mr(&client, &ns.name, "web", "duplicate stall", |m| {
+        m.status
+            .as_ref()
+            .is_some_and(|s| condition(s, "Stalled").is_some_and(|c| c.reason == "RenderFailed"))
+    })
+    .await;
+    let msg = &condition(mr.status.as_ref().unwrap(), "Ready")
+        .unwrap()
+        .message;
+    assert!(
+        msg.contains("\"deployment-transformer\" is provided by more than one catalog")
+            && msg.contains(fx::CATALOG)
+            && msg.contains(fx::EXTRA_CATALOG),
+        "{msg}"
+    );
+    apply_platform(&client, &[(fx::CATALOG, fx::CATALOG_NEW)]).await;
+    op.stop().await;
+}
+
+/// A Release whose path holds `instance.cue` (kind ModuleInstance) renders through the
+/// Platform.
+#[tokio::test(flavor = "multi_thread")]
+async fn release_with_an_instance_package_renders_through_the_platform() {
+    let _only = PLATFORM.lock().await;
+    OpmFixtures::global().await;
+    let (env, ns) = namespace().await;
+    let client = env.client().unwrap();
+    apply_platform(&client, &[(fx::CATALOG, fx::CATALOG_NEW)]).await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    wait_platform_ready(&client).await;
+    let dir = fx::instance_dir();
+    let mut files: Vec<(String, String)> = Vec::new();
+    for rel in ["cue.mod/module.cue", "instance.cue", "values.cue"] {
+        let text = std::fs::read_to_string(dir.join(rel)).expect("instance fixture");
+        // The fixture deploys to `demo`; this test's namespace instead.
+        files.push((
+            rel.to_owned(),
+            text.replace("\"demo\"", &format!("{:?}", ns.name)),
+        ));
+    }
+    let refs: Vec<(&str, String)> = files.iter().map(|(p, c)| (p.as_str(), c.clone())).collect();
+    let pkg = Package::start().await;
+    pkg.publish(&client, &ns.name, "inst", &refs).await;
+    create_rel(&client, &release(&ns.name, "inst", "inst", ".", json!({}))).await;
+    let rel = wait_rel(&client, &ns.name, "inst", "Ready", |r| {
+        r.status
+            .as_ref()
+            .is_some_and(|s| ready(s) == ("True".into(), "ReconciliationSucceeded".into()))
+    })
+    .await;
+    let inv = rel.status.unwrap().inventory.unwrap();
+    assert!(
+        inv.entries
+            .iter()
+            .any(|e| e.kind == "Deployment" && e.component == "server")
+    );
+    let d = Api::<Deployment>::namespaced(client.clone(), &ns.name)
+        .get("web-server")
+        .await
+        .expect("Deployment applied");
+    assert_eq!(
+        d.metadata.labels.unwrap()["module-instance.opmodel.dev/name"],
+        "web"
+    );
+    op.stop().await;
+}
+
+/// The Platform's CRD refuses every name but `cluster`, the seed's `filter` form (saying to
+/// pin `version`), a catalog key without its major, a version that is not exact, and more
+/// catalogs than the bound; nothing is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_platform_crd_refuses_bad_platforms_with_a_reason() {
+    let (env, _ns) = namespace().await;
+    let client = env.client().unwrap();
+    let api = platforms(&client);
+    let create = |name: &str, registry: Value| {
+        let api = api.clone();
+        let body: Platform = serde_json::from_value(json!({
+            "apiVersion": "releases.opmodel.dev/v1alpha1",
+            "kind": "Platform",
+            "metadata": {"name": name},
+            "spec": {"type": "kubernetes", "registry": registry},
+        }))
+        .unwrap();
+        async move { api.create(&Default::default(), &body).await }
+    };
+    let refused = |r: Result<Platform, kube::Error>| match r {
+        Err(kube::Error::Api(s)) => s.message.to_string(),
+        other => panic!("accepted: {other:?}"),
+    };
+    let msg = refused(
+        create(
+            "other",
+            json!({"opmodel.dev/catalogs/opm@v2": {"version": "v2.0.0"}}),
+        )
+        .await,
+    );
+    assert!(msg.contains("must be named cluster"), "{msg}");
+    let msg = refused(
+        create(
+            "cluster",
+            json!({"opmodel.dev/catalogs/opm@v2": {"filter": {"range": ">=0.5.0"}}}),
+        )
+        .await,
+    );
+    assert!(msg.contains("pin the catalog's exact version"), "{msg}");
+    let msg = refused(
+        create(
+            "cluster",
+            json!({"opmodel.dev/catalogs/opm": {"version": "v0.5.1"}}),
+        )
+        .await,
+    );
+    assert!(msg.contains("with its major version"), "{msg}");
+    let msg = refused(
+        create(
+            "cluster",
+            json!({"opmodel.dev/catalogs/opm@v2": {"version": ">=2.0.0"}}),
+        )
+        .await,
+    );
+    assert!(msg.contains("version"), "{msg}");
+    let many: serde_json::Map<String, Value> = (0..40)
+        .map(|i| (format!("x.dev/c{i}@v1"), json!({"version": "v1.0.0"})))
+        .collect();
+    let msg = refused(create("cluster", Value::Object(many)).await);
+    assert!(msg.contains("32"), "{msg}");
+}
