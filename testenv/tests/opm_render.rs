@@ -650,3 +650,96 @@ async fn a_core_v0_module_is_not_renderable_as_opm() {
     .await;
     stderr_of(result);
 }
+
+fn manifest(name: &str) -> Value {
+    let path = tools::examples_dir().join("manifests").join(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[tokio::test]
+async fn example_manifests_render_through_their_platform() {
+    let platform = manifest("platform.yaml");
+    assert_eq!(platform["apiVersion"], "releases.opmodel.dev/v1alpha1");
+    assert_eq!(platform["kind"], "Platform");
+    assert_eq!(platform["metadata"]["name"], "cluster");
+    assert_eq!(platform["spec"]["type"], "kubernetes");
+    let registry = platform["spec"]["registry"].as_object().unwrap();
+    assert_eq!(registry.len(), 1);
+    let pinned = registry[opm::CATALOG]["version"].as_str().unwrap();
+    // Written without the `v`, as upstream's Platform writes it; published with it.
+    assert_eq!(format!("v{pinned}"), opm::CATALOG_NEW);
+
+    let mr = manifest("opm-modulerelease.yaml");
+    assert_eq!(mr["kind"], "ModuleRelease");
+    assert_eq!(mr["spec"]["module"]["path"], opm::WEB);
+    let version = mr["spec"]["module"]["version"].as_str().unwrap();
+    assert!(opm::WEB_VERSIONS.contains(&version), "{version}");
+    let name = mr["metadata"]["name"].as_str().unwrap();
+    let namespace = mr["metadata"]["namespace"].as_str().unwrap();
+    let out = render(
+        opm::WEB,
+        version,
+        &[OPM_NEW],
+        (name, namespace),
+        mr["spec"]["values"].clone(),
+    )
+    .await
+    .unwrap();
+    no_verdicts(&out);
+    let names: Vec<_> = objects(&out)
+        .into_iter()
+        .map(|(_, k, n)| format!("{k}/{n}"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "ConfigMap/web-config-settings",
+            "ServiceAccount/web-identity",
+            "Deployment/web-server",
+            "Service/web-server"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn opm_cue_files_are_cue_fmt_clean() {
+    let mut dirs = vec![
+        opm::opm_dir().join("core"),
+        opm::opm_dir().join("catalog"),
+        opm::instance_dir(),
+    ];
+    for group in ["modules", "verdicts"] {
+        for entry in std::fs::read_dir(opm::opm_dir().join(group)).unwrap() {
+            dirs.push(entry.unwrap().path());
+        }
+    }
+    for dir in dirs {
+        let out = tokio::process::Command::new(tools::cue_bin().unwrap())
+            .args(["fmt", "--check", "./..."])
+            .current_dir(&dir)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{} is not `cue fmt` clean:\n{}{}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let glue = opm::glue_cue();
+    let out = tokio::process::Command::new(tools::cue_bin().unwrap())
+        .args(["fmt", "--check"])
+        .arg(&glue)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{} is not `cue fmt` clean: {}",
+        glue.display(),
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
