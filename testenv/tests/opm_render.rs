@@ -116,6 +116,38 @@ fn write_module_release(
     write_glue(dir);
 }
 
+/// Layout (a), batched: several releases of `module`@`version`, member `r<i>` of the
+/// instance package's `members` each.
+fn write_batch(
+    dir: &Path,
+    module: &str,
+    version: &str,
+    catalogs: &[Catalog],
+    members: &[((&str, &str), Value)],
+) {
+    let mut deps = vec![(module.to_owned(), version.to_owned())];
+    deps.extend(catalog_deps(catalogs));
+    write(
+        &dir.join("cue.mod/module.cue"),
+        &module_cue("v0.17.0", &deps),
+    );
+    let mut text = format!(
+        "package instance\n\nimport (\n\tcore \"opmodel.dev/core@v2\"\n\tmod {}\n)\n\nmembers: {{\n",
+        q(module)
+    );
+    for (i, ((name, namespace), values)) in members.iter().enumerate() {
+        text.push_str(&format!(
+            "\tr{i}: core.#ModuleInstance & {{\n\t\tmetadata: {{name: {}, namespace: {}}}\n\t\t#module: mod\n\t\tvalues: {values}\n\t}}\n",
+            q(name),
+            q(namespace)
+        ));
+    }
+    text.push_str("}\n");
+    write(&dir.join("instance/instance.cue"), &text);
+    write(&dir.join("platform/platform.cue"), &platform_cue(catalogs));
+    write_glue(dir);
+}
+
 /// `cue export --out json <file>` (an artifact's module file is plain CUE data).
 async fn export_file(file: &Path) -> Value {
     let out = tokio::process::Command::new(tools::cue_bin().unwrap())
@@ -742,4 +774,63 @@ async fn opm_cue_files_are_cue_fmt_clean() {
         glue.display(),
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+#[tokio::test]
+async fn a_batch_exports_each_member_exactly_as_its_own_render() {
+    let members = [
+        (("a", "team-a"), json!({"replicas": 2})),
+        (("b", "team-b"), json!({"message": "bee"})),
+        (("c", "team-a"), json!({})),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    write_batch(dir.path(), opm::WEB, "v1.0.0", &[OPM_NEW], &members);
+    let batch = export(dir.path()).await.unwrap();
+    let exported = batch["members"].as_object().unwrap();
+    assert_eq!(exported.len(), members.len());
+    for (i, (identity, values)) in members.iter().enumerate() {
+        let single = render(opm::WEB, "v1.0.0", &[OPM_NEW], *identity, values.clone())
+            .await
+            .unwrap();
+        assert_eq!(exported[&format!("r{i}")], single, "member r{i}");
+    }
+}
+
+#[tokio::test]
+async fn a_batch_fails_naming_the_member() {
+    let dir = tempfile::tempdir().unwrap();
+    write_batch(
+        dir.path(),
+        opm::WEB,
+        "v1.0.0",
+        &[OPM_NEW],
+        &[
+            (("a", "demo"), json!({})),
+            (("b", "demo"), json!({"nope": 1})),
+        ],
+    );
+    let stderr = stderr_of(export(dir.path()).await);
+    assert!(
+        stderr.contains("_values.r1.nope: field not allowed"),
+        "{stderr}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    write_batch(
+        dir.path(),
+        opm::INCOMPLETE,
+        opm::VERDICT_VERSION,
+        &[OPM_NEW],
+        &[
+            (("a", "demo"), json!({"greeting": "hi"})),
+            (("b", "demo"), json!({})),
+        ],
+    );
+    let stderr = stderr_of(export(dir.path()).await);
+    let expected = format!(
+        "members.r1.matches.server.\"{}\".spec.template.spec.containers.0.env.0.value: incomplete value string",
+        fqn(OPM_NEW, "deployment-transformer")
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
+    assert!(!stderr.contains("members.r0."), "{stderr}");
 }
