@@ -834,3 +834,39 @@ async fn a_batch_fails_naming_the_member() {
     assert!(stderr.contains(&expected), "{stderr}");
     assert!(!stderr.contains("members.r0."), "{stderr}");
 }
+
+#[tokio::test]
+async fn instance_uuid_is_upstreams() {
+    // OPM.md records upstream's uuid for its web_app module deployed as `web` in
+    // `default`; our core must compute the same (UUIDv5 of the module's registry path,
+    // without the major, the instance name and namespace).
+    let fixtures = OpmFixtures::global().await;
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("cue.mod/module.cue"),
+        &module_cue(
+            "v0.17.0",
+            &[(opm::CORE.to_owned(), opm::CORE_VERSIONS[0].to_owned())],
+        ),
+    );
+    write(
+        &dir.path().join("uuid.cue"),
+        "package uuid\n\nimport core \"opmodel.dev/core@v2\"\n\n\
+         _i: core.#ModuleInstance & {\n\
+         \tmetadata: {name: \"web\", namespace: \"default\"}\n\
+         \t#module: core.#Module & {\n\
+         \t\tmetadata: {name: \"web_app\", modulePath: \"opmodel.dev/modules/web_app@v1\", version: \"1.0.0\"}\n\
+         \t\t#config: {}\n\t\tdebugValues: {}\n\t\t#components: {}\n\t}\n\tvalues: {}\n}\n\
+         fqn:  _i.metadata.fqn\nuuid: _i.metadata.uuid\n",
+    );
+    let out = cue::export(dir.path(), &fixtures.registry().cue_env())
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        json!({
+            "fqn": "opmodel.dev/modules/web_app:web:default",
+            "uuid": "e27ed9b2-d7f8-528c-91d8-df4fed3e911a",
+        })
+    );
+}
