@@ -870,3 +870,73 @@ async fn instance_uuid_is_upstreams() {
         })
     );
 }
+
+#[tokio::test]
+async fn publish_script_publishes_every_fixture() {
+    // examples/opm/publish.sh (for the demo and for people) publishes what testenv::opm
+    // does, to a registry of its own here.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let host = format!("127.0.0.1:{port}");
+    let cache = tempfile::tempdir().unwrap();
+    let cue_bin = tools::cue_bin().unwrap();
+    let _registry = tokio::process::Command::new(&cue_bin)
+        .args(["mod", "registry", &host])
+        .env("CUE_CACHE_DIR", cache.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    opm_testenv::wait::eventually(
+        "cue mod registry to listen",
+        std::time::Duration::from_secs(30),
+        || async { tokio::net::TcpStream::connect(&host).await.ok().map(|_| ()) },
+    )
+    .await
+    .unwrap();
+    let out = tokio::process::Command::new(opm::opm_dir().join("publish.sh"))
+        .env("CUE_REGISTRY", format!("{host}+insecure"))
+        .env("CUE_CACHE_DIR", cache.path())
+        .env("OPM_CUE_BIN", &cue_bin)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for module in [
+        format!(
+            "{}@{}",
+            opm::CORE.split('@').next().unwrap(),
+            opm::CORE_VERSIONS[1]
+        ),
+        format!(
+            "{}@{}",
+            opm::CATALOG.split('@').next().unwrap(),
+            opm::CATALOG_OLD
+        ),
+        format!(
+            "{}@{}",
+            opm::WEB.split('@').next().unwrap(),
+            opm::WEB_VERSIONS[1]
+        ),
+        format!(
+            "{}@{}",
+            opm::LEGACY.split('@').next().unwrap(),
+            opm::LEGACY_VERSION
+        ),
+    ] {
+        assert!(
+            stdout.contains(&format!("published {module} ")),
+            "{module}: {stdout}"
+        );
+    }
+    assert_eq!(stdout.matches("published ").count(), 14, "{stdout}");
+}
