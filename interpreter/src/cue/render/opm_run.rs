@@ -86,12 +86,10 @@ impl Renderer {
                 message: format!("private Docker config: {e}"),
             }
         })?;
-        let cache = self
-            .config
-            .cue_cache_dir
-            .as_ref()
-            .map(|c| crate::cue::registry_auth::cache_dir_for(c, digest));
-        let env: Vec<(String, OsString)> = auth.env(cache.as_deref());
+        // A private module cache, removed with the Docker config, as for a plain render:
+        // nothing pulled with these credentials stays where another render could read it.
+        tracing::debug!(credentials = %digest, "OPM cue run with module.secretRef: private module cache");
+        let env: Vec<(String, OsString)> = auth.env(None);
         let out = self.run_cue(dir, args, &env, self.config.timeout).await;
         drop(auth);
         out.map_err(|f| CueFailure {
