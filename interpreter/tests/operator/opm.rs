@@ -119,11 +119,26 @@ async fn opm_module_release_waits_for_the_platform_renders_and_follows_its_versi
     let client = env.client().unwrap();
     delete_platform(&client).await;
     let op = Operator::start(env, &ns.name, |_| {}).await;
-    create_mr(
-        &client,
-        &opm_mr(&ns.name, "web", fx::WEB, fx::WEB_VERSIONS[0], json!({})),
-    )
-    .await;
+    // Values from a ConfigMap (SPEC §27) and spec.values both reach the OPM module.
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "web-values"},
+        "data": {"values.yaml": "message: from-a-configmap\n"},
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), &ns.name)
+        .create(&Default::default(), &cm)
+        .await
+        .expect("values ConfigMap");
+    let mut mr = opm_mr(
+        &ns.name,
+        "web",
+        fx::WEB,
+        fx::WEB_VERSIONS[0],
+        json!({"replicas": 2}),
+    );
+    mr.spec.values_from =
+        serde_json::from_value(json!([{"kind": "ConfigMap", "name": "web-values"}])).unwrap();
+    create_mr(&client, &mr).await;
     let waiting = wait_mr(&client, &ns.name, "web", "PlatformNotReady", |m| {
         reason_is(m, "PlatformNotReady")
     })
@@ -215,6 +230,40 @@ async fn opm_module_release_waits_for_the_platform_renders_and_follows_its_versi
     assert_eq!(
         annotation(&d, fx::CATALOG_VERSION_ANNOTATION).as_deref(),
         Some(fx::CATALOG_OLD.trim_start_matches('v'))
+    );
+
+    // A NoOp of an OPM release runs no `cue` (the module's facts and its render are cached).
+    let runs = op
+        .rt
+        .local
+        .renderer
+        .stats()
+        .runs
+        .load(std::sync::atomic::Ordering::SeqCst);
+    patch_mr(
+        &client,
+        &ns.name,
+        "web",
+        json!({"metadata": {"annotations": {"reconcile.opmodel.dev/requestedAt": "noop-1"}}}),
+    )
+    .await;
+    wait_mr(&client, &ns.name, "web", "handled", |m| {
+        m.status
+            .as_ref()
+            .is_some_and(|s| s.last_handled_reconcile_at == "noop-1")
+    })
+    .await;
+    let noop = events_with(&client, &ns.name, "web", &["NoOp"]).await;
+    assert!(!noop.is_empty());
+    assert_eq!(
+        op.rt
+            .local
+            .renderer
+            .stats()
+            .runs
+            .load(std::sync::atomic::Ordering::SeqCst),
+        runs,
+        "a NoOp ran cue"
     );
     op.stop().await;
 }
