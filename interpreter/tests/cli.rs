@@ -406,8 +406,22 @@ async fn render_an_opm_module_and_instance_through_a_platform_file() {
     )
     .unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let module = format!("{}@{}", fx::WEB.trim_end_matches("@v1"), fx::WEB_VERSIONS[0]);
-    let base = ["render", "--module", &module, "--name", "web", "--namespace", "demo", "--cue-registry", &registry];
+    let module = format!(
+        "{}@{}",
+        fx::WEB.trim_end_matches("@v1"),
+        fx::WEB_VERSIONS[0]
+    );
+    let base = [
+        "render",
+        "--module",
+        &module,
+        "--name",
+        "web",
+        "--namespace",
+        "demo",
+        "--cue-registry",
+        &registry,
+    ];
     let out = opm(&base, cache.path());
     assert!(!out.status.success());
     assert!(
@@ -418,18 +432,36 @@ async fn render_an_opm_module_and_instance_through_a_platform_file() {
     let mut args = base.to_vec();
     args.extend(["--platform", platform.to_str().unwrap()]);
     let out = opm(&args, cache.path());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let d = docs(&out.stdout);
-    let deploy = d.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment");
+    let deploy = d
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("a Deployment");
     assert_eq!(deploy["metadata"]["name"], "web-server");
     assert_eq!(
         deploy["metadata"]["annotations"][fx::CATALOG_VERSION_ANNOTATION],
         fx::CATALOG_NEW.trim_start_matches('v')
     );
     let out = opm(
-        &["render", fx::instance_dir().to_str().unwrap(), "--platform", platform.to_str().unwrap(), "--cue-registry", &registry],
+        &[
+            "render",
+            fx::instance_dir().to_str().unwrap(),
+            "--platform",
+            platform.to_str().unwrap(),
+            "--cue-registry",
+            &registry,
+        ],
         cache.path(),
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(docs(&out.stdout).iter().any(|o| o["kind"] == "Deployment"));
 }
