@@ -43,6 +43,8 @@ pub struct DiffOpts {
     pub service_account: Option<String>,
     pub cue: CueArgs,
     pub cache_dir: Option<PathBuf>,
+    /// A Platform manifest to render OPM releases with instead of the cluster's (SPEC §30).
+    pub platform: Option<PathBuf>,
 }
 
 fn render_error(e: impl std::fmt::Display, secrets: &SecretTable) -> CliError {
@@ -483,6 +485,24 @@ async fn render(
     config.timeout = opts.cue.render_timeout;
     config.cue_cache_dir = Some(cache.path().join("cue"));
     let renderer = Renderer::new(config);
+    // SPEC §30: OPM modules and instances render through `--platform FILE`, else the
+    // cluster's Platform `cluster` (read as the operator reads it: Ready for its spec).
+    let opm = opm_operator::cue::opm::Opm::default();
+    match &opts.platform {
+        Some(file) => opm.fix_platform(
+            opm_operator::commands::render_cmd::read_platform(file)
+                .map_err(|e| CliError::Usage(e.to_string()))?,
+        ),
+        None => {
+            let api = kube::Api::<opm_core::api::platform::Platform>::all(s.client.clone());
+            let p = api
+                .get_opt(opm_core::api::platform::PLATFORM_NAME)
+                .await
+                .ok()
+                .flatten();
+            opm.set_platform(p);
+        }
+    }
     if let Some(dir) = &opts.path {
         if opts.values.is_some() || opts.version.is_some() {
             return Err(CliError::Usage(
@@ -576,6 +596,33 @@ async fn render(
                 name: key.name.clone(),
                 namespace: key.namespace.clone(),
             };
+            let facts = opm
+                .facts(&renderer, &module, credentials.as_ref())
+                .await
+                .map_err(|e| render_error(e, secrets))?;
+            match facts.flavour {
+                opm_core::opm::Flavour::Opm => {
+                    let (r, _) = opm
+                        .render_module(
+                            &renderer,
+                            &module,
+                            &facts,
+                            &values,
+                            &identity,
+                            credentials.as_ref(),
+                        )
+                        .await
+                        .map_err(|e| render_error(e, secrets))?;
+                    return Ok(opm_operator::cue::rendered::Rendered::into_parts(r));
+                }
+                opm_core::opm::Flavour::CoreV0 => {
+                    return Err(CliError::Other(opm_core::opm::core_v0_message(&format!(
+                        "module {}@{}",
+                        module.path, module.version
+                    ))));
+                }
+                opm_core::opm::Flavour::Plain => {}
+            }
             let r = renderer
                 .render_module_cached_with(&module, &values, &identity, credentials)
                 .await
@@ -610,6 +657,17 @@ async fn render(
             let dir =
                 opm_operator::artifact::release_path::resolve_path(handle.root(), &r.spec.path)
                     .map_err(|e| CliError::Other(e.to_string()))?;
+            if opm_operator::artifact::release_path::holds(
+                handle.root(),
+                &dir,
+                opm_core::opm::INSTANCE_FILE,
+            ) {
+                let (r, _) = opm
+                    .render_instance(&renderer, &digest, &r.spec.path, handle.root(), &dir)
+                    .await
+                    .map_err(|e| render_error(e, secrets))?;
+                return Ok(opm_operator::cue::rendered::Rendered::into_parts(r));
+            }
             let rendered = renderer
                 .render_package(&dir)
                 .await

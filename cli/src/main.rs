@@ -171,6 +171,10 @@ enum Command {
         /// Directory for caches (cue's module cache, downloaded artifacts).
         #[arg(long, value_name = "DIR")]
         cache_dir: Option<PathBuf>,
+        /// A Platform manifest to render OPM modules and instances with, instead of the
+        /// cluster's Platform (SPEC §30).
+        #[arg(long, value_name = "FILE")]
+        platform: Option<PathBuf>,
         #[command(flatten)]
         cue: CueArgs,
         #[command(flatten)]
@@ -295,6 +299,7 @@ async fn run(command: Command) -> Result<(String, Verdict), CliError> {
             as_release,
             service_account,
             cache_dir,
+            platform,
             cue,
             out,
         } => {
@@ -307,6 +312,7 @@ async fn run(command: Command) -> Result<(String, Verdict), CliError> {
                 service_account,
                 cue,
                 cache_dir,
+                platform,
             };
             let report = diff::run(&s, &key, &opts).await?;
             let text = match out.format {

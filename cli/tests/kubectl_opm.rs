@@ -1133,3 +1133,72 @@ async fn diff_never_prints_strings_from_a_values_secret() {
         }
     }
 }
+
+/// SPEC §29/§30: `kubectl opm diff` of an OPM release renders through the cluster's Platform
+/// (read by default): nothing to change once applied; a values change shows the Deployment's
+/// field change (exit 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_of_an_opm_release_with_a_values_change() {
+    use opm_testenv::opm::{self as fx, OpmFixtures};
+    OpmFixtures::global().await;
+    let (env, ns) = namespace().await;
+    let platform: opm_core::api::platform::Platform = serde_json::from_value(json!({
+        "apiVersion": "releases.opmodel.dev/v1alpha1",
+        "kind": "Platform",
+        "metadata": {"name": "cluster"},
+        "spec": {"type": "kubernetes", "registry": {fx::CATALOG: {"version": fx::CATALOG_NEW}}},
+    }))
+    .unwrap();
+    let api = Api::<opm_core::api::platform::Platform>::all(ns.client.clone());
+    if api.get_opt("cluster").await.unwrap().is_none() {
+        api.create(&PostParams::default(), &platform).await.unwrap();
+    }
+    let op = Operator::start(env, &ns.name).await;
+    create_mr(
+        &ns.client,
+        &module_release(
+            &ns.name,
+            "web",
+            json!({"replicas": 1}),
+            json!({"module": {"path": fx::WEB, "version": fx::WEB_VERSIONS[0]}}),
+        ),
+    )
+    .await;
+    wait_for(
+        &ns.client,
+        "ModuleRelease",
+        &ns.name,
+        "web",
+        "Ready",
+        is_ready,
+    )
+    .await;
+    let r = opm(env, Some(&ns.name), &["diff", "mr/web"]).await;
+    assert_eq!(r.code, 0, "{r}");
+    let dir = tempfile::tempdir().unwrap();
+    let values = dir.path().join("values.yaml");
+    std::fs::write(&values, "replicas: 3\n").unwrap();
+    let r = opm(
+        env,
+        Some(&ns.name),
+        &[
+            "diff",
+            "mr/web",
+            "--values",
+            values.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 1, "{r}");
+    let d = j(&r.stdout);
+    let changed = d["changed"].as_array().unwrap();
+    assert!(
+        changed.iter().any(
+            |c| c["kind"] == "Deployment" && c["fields"].to_string().contains("/spec/replicas")
+        ),
+        "{r}"
+    );
+    op.stop().await;
+}

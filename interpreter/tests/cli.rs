@@ -215,7 +215,8 @@ fn crds_prints_both_definitions_and_run_needs_a_cluster() {
         names,
         [
             "modulereleases.releases.opmodel.dev",
-            "releases.releases.opmodel.dev"
+            "releases.releases.opmodel.dev",
+            "platforms.releases.opmodel.dev"
         ]
     );
     let out = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
@@ -383,4 +384,84 @@ fn good_flag_values_in_the_crd_syntax_are_accepted() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// `render --platform FILE` (SPEC §30): an OPM module renders through the given Platform,
+/// with the Platform's catalog build (the web module was built against the older one); an
+/// `instance.cue` package likewise; without `--platform` both say what is missing.
+#[tokio::test(flavor = "multi_thread")]
+async fn render_an_opm_module_and_instance_through_a_platform_file() {
+    use opm_testenv::opm::{self as fx, OpmFixtures};
+    let fixtures = OpmFixtures::global().await;
+    let registry = fixtures.registry().registry();
+    let dir = tempfile::tempdir().unwrap();
+    let platform = dir.path().join("platform.yaml");
+    std::fs::write(
+        &platform,
+        format!(
+            "apiVersion: releases.opmodel.dev/v1alpha1\nkind: Platform\nmetadata:\n  name: cluster\nspec:\n  type: kubernetes\n  registry:\n    {}:\n      version: {}\n",
+            fx::CATALOG,
+            fx::CATALOG_NEW.trim_start_matches('v')
+        ),
+    )
+    .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let module = format!(
+        "{}@{}",
+        fx::WEB.trim_end_matches("@v1"),
+        fx::WEB_VERSIONS[0]
+    );
+    let base = [
+        "render",
+        "--module",
+        &module,
+        "--name",
+        "web",
+        "--namespace",
+        "demo",
+        "--cue-registry",
+        &registry,
+    ];
+    let out = opm(&base, cache.path());
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--platform FILE"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut args = base.to_vec();
+    args.extend(["--platform", platform.to_str().unwrap()]);
+    let out = opm(&args, cache.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = docs(&out.stdout);
+    let deploy = d
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("a Deployment");
+    assert_eq!(deploy["metadata"]["name"], "web-server");
+    assert_eq!(
+        deploy["metadata"]["annotations"][fx::CATALOG_VERSION_ANNOTATION],
+        fx::CATALOG_NEW.trim_start_matches('v')
+    );
+    let out = opm(
+        &[
+            "render",
+            fx::instance_dir().to_str().unwrap(),
+            "--platform",
+            platform.to_str().unwrap(),
+            "--cue-registry",
+            &registry,
+        ],
+        cache.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(docs(&out.stdout).iter().any(|o| o["kind"] == "Deployment"));
 }

@@ -1,4 +1,5 @@
-//! `opm-operator crds`: both CustomResourceDefinitions as YAML, from the core's types.
+//! `opm-operator crds`: the three CustomResourceDefinitions (ModuleRelease, Release,
+//! Platform) as YAML, from the core's types.
 
 /// The CRDs as a multi-document YAML stream.
 pub fn yaml() -> Result<String, serde_saphyr::ser::Error> {
@@ -13,10 +14,11 @@ pub fn yaml() -> Result<String, serde_saphyr::ser::Error> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn both_crds_are_printed() {
+    fn every_crd_is_printed() {
         let y = super::yaml().unwrap();
         assert!(y.contains("name: modulereleases.releases.opmodel.dev"));
         assert!(y.contains("name: releases.releases.opmodel.dev"));
-        assert_eq!(y.matches("---\n").count(), 2);
+        assert!(y.contains("name: platforms.releases.opmodel.dev"));
+        assert_eq!(y.matches("---\n").count(), 3);
     }
 }

@@ -9,7 +9,10 @@ use anyhow::bail;
 use clap::Args;
 
 use crate::cue::module_ref::{ModuleRef, ReleaseIdentity};
+use crate::cue::opm::Opm;
 use crate::cue::render::{DEFAULT_RENDER_TIMEOUT, RenderConfig, Renderer};
+use opm_core::api::platform::Platform;
+use opm_core::opm::Flavour;
 
 /// How `cue` is run (shared by `run` and `render`).
 #[derive(Debug, Args)]
@@ -54,12 +57,36 @@ pub struct RenderArgs {
     /// Release namespace handed to the module.
     #[arg(long, default_value = "default", conflicts_with = "dir")]
     pub namespace: String,
+    /// A Platform manifest (YAML or JSON, kind Platform): the catalogs an OPM module or
+    /// instance (SPEC §30) is rendered with. Needed for OPM modules and `instance.cue`
+    /// packages; plain modules and packages ignore it.
+    #[arg(long, value_name = "FILE")]
+    pub platform: Option<PathBuf>,
     /// Directory for caches (`cue`'s module cache goes to `<dir>/cue`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
     #[command(flatten)]
     /// The `cue` binary and its limits, as `run` takes them.
     pub cue: CueArgs,
+}
+
+/// Reads a Platform manifest (YAML or JSON).
+pub fn read_platform(file: &std::path::Path) -> anyhow::Result<Platform> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
+    let p: Platform = serde_saphyr::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{} is not a Platform manifest: {e}", file.display()))?;
+    if p.spec
+        .registry
+        .values()
+        .any(|c| c.filter.is_some() || c.version.is_empty())
+    {
+        bail!(
+            "{}: every catalog needs an exact version (filter is no longer supported)",
+            file.display()
+        );
+    }
+    Ok(p)
 }
 
 /// The agreed tool location (`tools/install`), else `cue` on `PATH`.
@@ -90,8 +117,32 @@ pub async fn render(args: &RenderArgs) -> anyhow::Result<String> {
     };
     config.cue_cache_dir = args.cache_dir.as_ref().map(|d| d.join("cue"));
     let renderer = Renderer::new(config);
+    let opm = Opm::default();
+    let has_platform = match &args.platform {
+        Some(file) => {
+            opm.fix_platform(read_platform(file)?);
+            true
+        }
+        None => false,
+    };
+    let need_platform = || {
+        anyhow::anyhow!(
+            "an OPM module or instance renders through a Platform: give --platform FILE (a Platform manifest)"
+        )
+    };
     let rendered = match (&args.dir, &args.module) {
-        (Some(dir), None) => renderer.render_package(dir).await?,
+        (Some(dir), None) if dir.join(opm_core::opm::INSTANCE_FILE).is_file() => {
+            if !has_platform {
+                return Err(need_platform());
+            }
+            let key = format!("local:{}", dir.display());
+            let dir = std::fs::canonicalize(dir)?;
+            opm.render_instance(&renderer, &key, ".", std::path::Path::new("/"), &dir)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .0
+        }
+        (Some(dir), None) => std::sync::Arc::new(renderer.render_package(dir).await?),
         (None, Some(module)) => {
             let module = ModuleRef::parse(module)?;
             let values =
@@ -101,7 +152,26 @@ pub async fn render(args: &RenderArgs) -> anyhow::Result<String> {
                 name: args.name.clone(),
                 namespace: args.namespace.clone(),
             };
-            renderer.render_module(&module, &values, &identity).await?
+            let facts = opm.facts(&renderer, &module, None).await?;
+            match facts.flavour {
+                Flavour::Plain => {
+                    std::sync::Arc::new(renderer.render_module(&module, &values, &identity).await?)
+                }
+                Flavour::CoreV0 => bail!(
+                    "{}",
+                    opm_core::opm::core_v0_message(&format!(
+                        "module {}@{}",
+                        module.path, module.version
+                    ))
+                ),
+                Flavour::Opm if !has_platform => return Err(need_platform()),
+                Flavour::Opm => {
+                    opm.render_module(&renderer, &module, &facts, &values, &identity, None)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("{e}"))?
+                        .0
+                }
+            }
         }
         _ => bail!("give either a release package directory or --module"),
     };

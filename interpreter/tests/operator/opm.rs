@@ -119,11 +119,26 @@ async fn opm_module_release_waits_for_the_platform_renders_and_follows_its_versi
     let client = env.client().unwrap();
     delete_platform(&client).await;
     let op = Operator::start(env, &ns.name, |_| {}).await;
-    create_mr(
-        &client,
-        &opm_mr(&ns.name, "web", fx::WEB, fx::WEB_VERSIONS[0], json!({})),
-    )
-    .await;
+    // Values from a ConfigMap (SPEC §27) and spec.values both reach the OPM module.
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "web-values"},
+        "data": {"values.yaml": "message: from-a-configmap\n"},
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), &ns.name)
+        .create(&Default::default(), &cm)
+        .await
+        .expect("values ConfigMap");
+    let mut mr = opm_mr(
+        &ns.name,
+        "web",
+        fx::WEB,
+        fx::WEB_VERSIONS[0],
+        json!({"replicas": 2}),
+    );
+    mr.spec.values_from =
+        serde_json::from_value(json!([{"kind": "ConfigMap", "name": "web-values"}])).unwrap();
+    create_mr(&client, &mr).await;
     let waiting = wait_mr(&client, &ns.name, "web", "PlatformNotReady", |m| {
         reason_is(m, "PlatformNotReady")
     })
@@ -216,6 +231,42 @@ async fn opm_module_release_waits_for_the_platform_renders_and_follows_its_versi
         annotation(&d, fx::CATALOG_VERSION_ANNOTATION).as_deref(),
         Some(fx::CATALOG_OLD.trim_start_matches('v'))
     );
+
+    // A NoOp of an OPM release runs no `cue` (the module's facts and its render are cached).
+    let runs = op
+        .rt
+        .local
+        .renderer
+        .stats()
+        .runs
+        .load(std::sync::atomic::Ordering::SeqCst);
+    patch_mr(
+        &client,
+        &ns.name,
+        "web",
+        json!({"metadata": {"annotations": {"reconcile.opmodel.dev/requestedAt": "noop-1"}}}),
+    )
+    .await;
+    wait_mr(&client, &ns.name, "web", "handled", |m| {
+        m.status
+            .as_ref()
+            .is_some_and(|s| s.last_handled_reconcile_at == "noop-1")
+    })
+    .await;
+    let noop = events_with(&client, &ns.name, "web", &["NoOp"]).await;
+    assert!(!noop.is_empty());
+    assert_eq!(
+        op.rt
+            .local
+            .renderer
+            .stats()
+            .runs
+            .load(std::sync::atomic::Ordering::SeqCst),
+        runs,
+        "a NoOp ran cue"
+    );
+    // The attempts, OPM renders and Platform digests included, replay in the core.
+    assert!(op.replay_traces() > 0);
     op.stop().await;
 }
 
@@ -422,4 +473,66 @@ async fn the_platform_crd_refuses_bad_platforms_with_a_reason() {
         .collect();
     let msg = refused(create("cluster", Value::Object(many)).await);
     assert!(msg.contains("32"), "{msg}");
+}
+
+/// A Platform pinning a catalog version the registry does not have: the Platform is
+/// `Ready=False/ResolutionFailed` (stalled, `cue`'s message), and an OPM release waits with
+/// `PlatformNotReady` quoting why, instead of failing with a CUE error of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_platform_that_cannot_resolve_is_not_ready_and_releases_wait() {
+    let _only = PLATFORM.lock().await;
+    OpmFixtures::global().await;
+    let (env, ns) = namespace().await;
+    let client = env.client().unwrap();
+    apply_platform(&client, &[(fx::CATALOG, "v2.0.0-test.99")]).await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    let api = platforms(&client);
+    let start = Instant::now();
+    let status = loop {
+        let p = api.get("cluster").await.unwrap();
+        let done = p.status.as_ref().filter(|s| {
+            s.observed_generation == p.metadata.generation.unwrap_or_default()
+                && s.conditions.iter().any(|c| c.type_ == "Stalled")
+        });
+        if let Some(s) = done {
+            break s.clone();
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "Platform not evaluated: {:?}",
+            p.status
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "ResolutionFailed")
+    );
+    assert!(
+        ready.message.contains("v2.0.0-test.99"),
+        "{}",
+        ready.message
+    );
+    create_mr(
+        &client,
+        &opm_mr(&ns.name, "web", fx::WEB, fx::WEB_VERSIONS[0], json!({})),
+    )
+    .await;
+    let mr = wait_mr(&client, &ns.name, "web", "PlatformNotReady", |m| {
+        reason_is(m, "PlatformNotReady")
+    })
+    .await;
+    let msg = &condition(mr.status.as_ref().unwrap(), "Ready")
+        .unwrap()
+        .message;
+    assert!(msg.contains("ResolutionFailed"), "{msg}");
+    // Fixing the pin makes the Platform Ready and the release follows.
+    apply_platform(&client, &[(fx::CATALOG, fx::CATALOG_NEW)]).await;
+    wait_mr(&client, &ns.name, "web", "Ready", is_ready).await;
+    op.stop().await;
 }

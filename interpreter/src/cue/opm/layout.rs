@@ -197,9 +197,11 @@ pub fn package_name(text: &str) -> Option<String> {
     })
 }
 
-/// The artifact's module file as `cue export` gave it: its language version and its deps
-/// (`path → (version, default)`).
-pub fn artifact_module(bytes: &[u8]) -> Result<(String, BTreeMap<String, (String, bool)>), String> {
+/// An artifact's module file: its language version and its deps (`path → (version, default)`).
+pub type ArtifactModule = (String, BTreeMap<String, (String, bool)>);
+
+/// The artifact's module file as `cue export` gave it.
+pub fn artifact_module(bytes: &[u8]) -> Result<ArtifactModule, String> {
     let v: Value =
         serde_json::from_slice(bytes).map_err(|e| format!("the artifact's module file: {e}"))?;
     let language = v
@@ -225,7 +227,7 @@ pub fn artifact_module(bytes: &[u8]) -> Result<(String, BTreeMap<String, (String
 /// [`artifact_module`] read it.
 pub fn instance_files(
     dir: &Path,
-    module: &(String, BTreeMap<String, (String, bool)>),
+    module: &ArtifactModule,
     platform: &Normalised,
 ) -> Result<Files, RenderError> {
     let io = |e: std::io::Error| RenderError::Io {

@@ -43,7 +43,8 @@ pub struct Opm {
     /// `false` until the Platform watch delivered its first list: before that, an OPM
     /// render waits rather than report a Platform missing that merely was not read yet.
     synced: std::sync::atomic::AtomicBool,
-    facts: Mutex<HashMap<(String, String), ModuleFacts>>,
+    /// One cell per module version: concurrent first renders of a version share one probe.
+    facts: Mutex<HashMap<(String, String), Arc<tokio::sync::OnceCell<ModuleFacts>>>>,
     releases: Mutex<HashSet<ReleaseKey>>,
     /// A Platform given on the command line (`--platform FILE`): used instead of the watch,
     /// and ready without an evaluation of its own (the render itself resolves its catalogs).
@@ -127,25 +128,23 @@ impl Opm {
         credentials: Option<&(String, Vec<u8>)>,
     ) -> Result<ModuleFacts, RenderError> {
         let key = (module.path.clone(), module.version.clone());
-        if let Some(f) = self
+        let cell = self
             .facts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
-            return Ok(f.clone());
-        }
-        let text = renderer.module_deps_probe(module, credentials).await?;
-        let deps = module_deps(&text);
-        let facts = ModuleFacts {
-            flavour: rules::flavour(deps.keys().map(String::as_str)),
-            deps,
-        };
-        self.facts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, facts.clone());
-        Ok(facts)
+            .entry(key)
+            .or_default()
+            .clone();
+        cell.get_or_try_init(|| async {
+            let text = renderer.module_deps_probe(module, credentials).await?;
+            let deps = module_deps(&text);
+            Ok(ModuleFacts {
+                flavour: rules::flavour(deps.keys().map(String::as_str)),
+                deps,
+            })
+        })
+        .await
+        .cloned()
     }
 
     /// Renders an OPM module for a release through the Platform: the exported glue read by

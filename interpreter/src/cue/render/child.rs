@@ -86,6 +86,20 @@ impl Renderer {
         env: &[(String, OsString)],
         timeout: Duration,
     ) -> Result<Vec<u8>, CueFailure> {
+        self.run_cue_counted(dir, args, env, timeout, &self.stats.runs)
+            .await
+    }
+
+    /// [`Self::run_cue`], counted in `counter` (renders in `runs`, dependency probes in
+    /// `probes`).
+    pub(crate) async fn run_cue_counted(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        env: &[(String, OsString)],
+        timeout: Duration,
+        counter: &AtomicU64,
+    ) -> Result<Vec<u8>, CueFailure> {
         if !dir.is_dir() {
             return Err(RenderError::Io {
                 message: format!("{} is not a directory", dir.display()),
@@ -114,7 +128,7 @@ impl Renderer {
         };
         let _running = Running::enter(&self.running, &self.stats.peak_running);
         let started = std::time::Instant::now();
-        self.stats.runs.fetch_add(1, Ordering::Relaxed);
+        counter.fetch_add(1, Ordering::Relaxed);
         let ran = self.run_child(cmd, timeout).await;
         drop(holding);
         if let Some(c) = shared {

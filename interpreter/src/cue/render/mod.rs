@@ -119,6 +119,9 @@ pub struct RenderStats {
     pub batch_fallbacks: AtomicU64,
     /// Releases rendered ahead of their attempts and cached ([`ahead`]).
     pub ahead: AtomicU64,
+    /// `cue mod get` runs learning a module version's dependencies (OPM or plain, SPEC
+    /// §30): one per module version and process, never on a NoOp.
+    pub probes: AtomicU64,
 }
 
 /// Runs `cue` and caches successful renders.

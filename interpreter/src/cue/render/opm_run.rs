@@ -45,9 +45,14 @@ impl Renderer {
             .rsplit_once('@')
             .map_or(module.path.as_str(), |(b, _)| b);
         let target = format!("{base}@{}", module.version);
-        self.run_with_credentials(dir.path(), &["mod", "get", &target], credentials)
-            .await
-            .map_err(|f| f.error)?;
+        self.run_counted(
+            dir.path(),
+            &["mod", "get", &target],
+            credentials,
+            &self.stats.probes,
+        )
+        .await
+        .map_err(|f| f.error)?;
         std::fs::read_to_string(dir.path().join("cue.mod/module.cue")).map_err(|e| {
             RenderError::Io {
                 message: format!("reading the probe's module file: {e}"),
@@ -78,8 +83,21 @@ impl Renderer {
         args: &[&str],
         credentials: Option<&(String, Vec<u8>)>,
     ) -> Result<Vec<u8>, CueFailure> {
+        self.run_counted(dir, args, credentials, &self.stats.runs)
+            .await
+    }
+
+    async fn run_counted(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        credentials: Option<&(String, Vec<u8>)>,
+        counter: &std::sync::atomic::AtomicU64,
+    ) -> Result<Vec<u8>, CueFailure> {
         let Some((digest, bytes)) = credentials else {
-            return self.run_cue(dir, args, &[], self.config.timeout).await;
+            return self
+                .run_cue_counted(dir, args, &[], self.config.timeout, counter)
+                .await;
         };
         let auth = crate::cue::registry_auth::PrivateDockerConfig::new(bytes).map_err(|e| {
             RenderError::Io {
@@ -90,7 +108,9 @@ impl Renderer {
         // nothing pulled with these credentials stays where another render could read it.
         tracing::debug!(credentials = %digest, "OPM cue run with module.secretRef: private module cache");
         let env: Vec<(String, OsString)> = auth.env(None);
-        let out = self.run_cue(dir, args, &env, self.config.timeout).await;
+        let out = self
+            .run_cue_counted(dir, args, &env, self.config.timeout, counter)
+            .await;
         drop(auth);
         out.map_err(|f| CueFailure {
             error: crate::cue::registry_auth::refused_credentials(f.error),
