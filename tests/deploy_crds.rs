@@ -657,7 +657,7 @@ fn deployments_carry_the_operator_flags() {
 
 /// Spec fields a tenant may write without a bound of their own, each with the reason.
 /// Everything else a tenant writes must carry one (SPEC §24).
-const UNBOUNDED_BY_DESIGN: [(&str, &str); 2] = [
+const UNBOUNDED_BY_DESIGN: [(&str, &str); 3] = [
     (
         "spec.values",
         "free-form values, checked by the module's own #config in CUE; bounded as a whole by \
@@ -667,6 +667,12 @@ const UNBOUNDED_BY_DESIGN: [(&str, &str); 2] = [
         "spec.driftDetection.ignore[].target.name",
         "an exact-match filter over rendered objects, never read: names such as the \
          ClusterRole `system:aggregate-to-view` are not DNS-1123; bounded by maxLength",
+    ),
+    (
+        "spec.registry{}.filter",
+        "the Platform's retired version-range form, kept in the schema only so that the \
+         CRD's CEL rule can refuse it with a message saying to pin `version`: any value is \
+         refused, so nothing of it is ever stored",
     ),
 ];
 
