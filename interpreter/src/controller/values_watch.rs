@@ -238,6 +238,12 @@ struct Shared {
     refused: Refused,
 }
 
+/// How long a refused watch stays closed: [`REFUSED_FIRST`], then twice the last wait up
+/// to [`REFUSED_MAX`] (the record goes once a watch of that key lists successfully).
+fn refused_wait(last: Option<Duration>) -> Duration {
+    last.map_or(REFUSED_FIRST, |l| (l * 2).min(REFUSED_MAX))
+}
+
 /// Whether the API server refused the watch (or its list) as forbidden.
 fn is_forbidden(e: &watcher::Error) -> bool {
     match e {
@@ -309,9 +315,7 @@ async fn watch_one(client: Client, key: WatchKey, shared: Shared) {
             Ok(e) => e,
             Err(e) if is_forbidden(&e) => {
                 let mut r = refused.lock().unwrap_or_else(|p| p.into_inner());
-                let wait = r
-                    .get(&key)
-                    .map_or(REFUSED_FIRST, |(_, last)| (*last * 2).min(REFUSED_MAX));
+                let wait = refused_wait(r.get(&key).map(|(_, last)| *last));
                 r.insert(key.clone(), (Instant::now() + wait, wait));
                 tracing::info!(error = %e, kind = key.kind.as_str(), namespace = %key.namespace, name = %key.name, user = %key.user, retry_in = ?wait, "values watch refused; closed until the backoff passes");
                 return;
@@ -409,6 +413,25 @@ mod tests {
             ]
         );
         assert!(watched(&mrs[..1], None).is_empty());
+    }
+
+    #[test]
+    fn a_refused_watch_waits_longer_each_time_up_to_the_max() {
+        let mut w = None;
+        let mut waits = Vec::new();
+        for _ in 0..7 {
+            let next = refused_wait(w);
+            waits.push(next.as_secs());
+            w = Some(next);
+        }
+        assert_eq!(waits, [10, 20, 40, 80, 160, 300, 300]);
+        let forbidden = kube::core::Status::failure("forbidden", "Forbidden").with_code(403);
+        assert!(is_forbidden(&watcher::Error::InitialListFailed(
+            kube::Error::Api(Box::new(forbidden.clone()))
+        )));
+        assert!(is_forbidden(&watcher::Error::WatchError(Box::new(forbidden))));
+        let gone = kube::core::Status::failure("gone", "Expired").with_code(410);
+        assert!(!is_forbidden(&watcher::Error::WatchError(Box::new(gone))));
     }
 
     #[test]
