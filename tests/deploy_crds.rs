@@ -578,6 +578,7 @@ fn deployments_carry_the_operator_flags() {
         "--kube-api-qps",
         "--kube-api-burst",
         "--allow-operator-identity",
+        "--max-values-bytes",
     ];
     let plain = std::fs::read_to_string(repo().join("deploy/manager/deployment.yaml")).unwrap();
     let helm =
