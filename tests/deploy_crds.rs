@@ -668,10 +668,8 @@ fn unbounded(schema: &Value, at: &str, field: &str, out: &mut Vec<String>) {
         ));
     }
     match schema.get("type").and_then(Value::as_str) {
-        Some("array") => {
-            if schema.get("maxItems").is_none() && !allowed(at) {
-                out.push(format!("{at}: a list without maxItems"));
-            }
+        Some("array") if schema.get("maxItems").is_none() && !allowed(at) => {
+            out.push(format!("{at}: a list without maxItems"));
         }
         Some("string") => {
             let bounded = schema.get("maxLength").is_some() || schema.get("enum").is_some();

@@ -1176,7 +1176,8 @@ async fn control_characters_in_messages_never_reach_the_terminal() {
         assert!(bad.is_empty(), "{args:?} printed {bad:?}:\n{}", r.stdout);
         if args[0] == "why" {
             assert!(
-                r.stdout.contains("render failed: [2J]0;ownedclearedover 31mred"),
+                r.stdout
+                    .contains("render failed: [2J]0;ownedclearedover 31mred"),
                 "{}",
                 r.stdout
             );

@@ -429,7 +429,9 @@ mod tests {
         assert!(is_forbidden(&watcher::Error::InitialListFailed(
             kube::Error::Api(Box::new(forbidden.clone()))
         )));
-        assert!(is_forbidden(&watcher::Error::WatchError(Box::new(forbidden))));
+        assert!(is_forbidden(&watcher::Error::WatchError(Box::new(
+            forbidden
+        ))));
         let gone = kube::core::Status::failure("gone", "Expired").with_code(410);
         assert!(!is_forbidden(&watcher::Error::WatchError(Box::new(gone))));
     }

@@ -294,7 +294,7 @@ mod tests {
             let refs = vec![format!("*{prev}"); 10].join(", ");
             y.push_str(&format!("{name}: &{name} [{refs}]\n"));
         }
-        y.push_str(&format!("e: [{}]\n", vec!["*d"; 10].join(", ")));
+        y.push_str(&format!("e: [{}]\n", ["*d"; 10].join(", ")));
         y
     }
 
