@@ -148,17 +148,12 @@ pub(crate) async fn run(
                 *w.releases.lock().unwrap_or_else(|p| p.into_inner()) = releases;
                 continue;
             }
-            // Not read yet under this identity (the ServiceAccount not checked yet, or
-            // the release stalled before its read): nothing to watch.
-            if rt.values_reads.get(&key).is_none() {
-                continue;
-            }
-            let waiting = refused
+            let refused_until = refused
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .get(&key)
-                .is_some_and(|(until, _)| *until > now);
-            if waiting {
+                .map(|(until, _)| *until);
+            if !may_open(&rt.values_reads, &key, refused_until, now) {
                 continue;
             }
             let client = match rt.clients.for_identity(identity.as_ref()) {
@@ -236,6 +231,18 @@ struct Shared {
     tx: futures::channel::mpsc::UnboundedSender<ObjectRef<ModuleRelease>>,
     rt: Arc<Runtime>,
     refused: Refused,
+}
+
+/// Whether the watch of `key` may open now: only once a render read the object under that
+/// identity (so after the core found the ServiceAccount; a release stalled before its read
+/// gets no watch, and never one as the operator), and not while a 403 backoff runs.
+fn may_open(
+    reads: &ReadVersions,
+    key: &WatchKey,
+    refused_until: Option<Instant>,
+    now: Instant,
+) -> bool {
+    reads.get(key).is_some() && refused_until.is_none_or(|until| until <= now)
 }
 
 /// How long a refused watch stays closed: [`REFUSED_FIRST`], then twice the last wait up
@@ -413,6 +420,33 @@ mod tests {
             ]
         );
         assert!(watched(&mrs[..1], None).is_empty());
+    }
+
+    #[test]
+    fn a_watch_opens_only_after_a_read_under_its_identity_and_its_backoff() {
+        let reads = ReadVersions::default();
+        let key = |user: &str| WatchKey {
+            user: user.into(),
+            kind: ValuesKind::Secret,
+            namespace: "a".into(),
+            name: "db".into(),
+        };
+        let sa = key("system:serviceaccount:a:dep");
+        let now = Instant::now();
+        assert!(!may_open(&reads, &sa, None, now), "nothing read yet");
+        reads.record(key(""), Some("5".into()));
+        assert!(
+            !may_open(&reads, &sa, None, now),
+            "a read as the operator opens no watch as the ServiceAccount"
+        );
+        reads.record(sa.clone(), None);
+        assert!(
+            may_open(&reads, &sa, None, now),
+            "read (absent) under that identity"
+        );
+        let later = now + Duration::from_secs(10);
+        assert!(!may_open(&reads, &sa, Some(later), now), "refused: waits");
+        assert!(may_open(&reads, &sa, Some(later), later));
     }
 
     #[test]
