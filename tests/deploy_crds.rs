@@ -598,6 +598,7 @@ fn deployments_carry_the_operator_flags() {
         "--kube-api-qps",
         "--kube-api-burst",
         "--allow-operator-identity",
+        "--max-values-bytes",
     ];
     let plain = std::fs::read_to_string(repo().join("deploy/manager/deployment.yaml")).unwrap();
     let helm =
@@ -693,10 +694,8 @@ fn unbounded(schema: &Value, at: &str, field: &str, out: &mut Vec<String>) {
         ));
     }
     match schema.get("type").and_then(Value::as_str) {
-        Some("array") => {
-            if schema.get("maxItems").is_none() && !allowed(at) {
-                out.push(format!("{at}: a list without maxItems"));
-            }
+        Some("array") if schema.get("maxItems").is_none() && !allowed(at) => {
+            out.push(format!("{at}: a list without maxItems"));
         }
         Some("string") => {
             let bounded = schema.get("maxLength").is_some() || schema.get("enum").is_some();
