@@ -369,7 +369,8 @@ fn wait_for_termination_keeps_the_finalizer_until_every_deleted_object_is_gone()
 /// must stop the attempt before anything is written (issue 31 item 5).
 #[test]
 fn objects_never_updated_still_go_through_the_ownership_check() {
-    let other = opm_core::render_value::release_uuid(opm_core::Kind::ModuleRelease, "demo", "other");
+    let other =
+        opm_core::render_value::release_uuid(opm_core::Kind::ModuleRelease, "demo", "other");
     for policy in ["Ignore", "IfNotPresent"] {
         let render = json!({"extra": {
             "i": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "theirs",
@@ -381,9 +382,18 @@ fn objects_never_updated_still_go_through_the_ownership_check() {
             Ok(Some(opm_core::input::LiveMeta {
                 uid: "u-1".into(),
                 labels: [
-                    (opm_core::constants::labels::RELEASE_UUID.to_string(), other.clone()),
-                    (opm_core::constants::labels::RELEASE_NAME.to_string(), "other".into()),
-                    (opm_core::constants::labels::RELEASE_NAMESPACE.to_string(), "demo".into()),
+                    (
+                        opm_core::constants::labels::RELEASE_UUID.to_string(),
+                        other.clone(),
+                    ),
+                    (
+                        opm_core::constants::labels::RELEASE_NAME.to_string(),
+                        "other".into(),
+                    ),
+                    (
+                        opm_core::constants::labels::RELEASE_NAMESPACE.to_string(),
+                        "demo".into(),
+                    ),
                 ]
                 .into(),
             })),
@@ -392,23 +402,41 @@ fn objects_never_updated_still_go_through_the_ownership_check() {
         let Some(Effect::InspectOwners { targets, .. }) = r.find(EffectKind::InspectOwners) else {
             panic!("{policy}: no ownership read");
         };
-        assert!(targets.iter().any(|t| t.name == "theirs"), "{policy}: {targets:?}");
-        assert_eq!(r.outcome, Outcome::FailedStalled, "{policy}: {:?}", r.cond("Ready"));
-        assert_eq!(r.reason.as_str(), "OwnershipConflict", "{policy}");
         assert!(
-            r.cond("Ready")
-                .is_some_and(|c| c.message.contains("ConfigMap demo/theirs belongs to ModuleRelease demo/other")),
+            targets.iter().any(|t| t.name == "theirs"),
+            "{policy}: {targets:?}"
+        );
+        assert_eq!(
+            r.outcome,
+            Outcome::FailedStalled,
             "{policy}: {:?}",
             r.cond("Ready")
         );
-        assert!(r.find(EffectKind::Apply).is_none(), "{policy}: nothing is written");
-        assert!(r.status.inventory.is_none(), "{policy}: never enters the inventory");
+        assert_eq!(r.reason.as_str(), "OwnershipConflict", "{policy}");
+        assert!(
+            r.cond("Ready").is_some_and(|c| c
+                .message
+                .contains("ConfigMap demo/theirs belongs to ModuleRelease demo/other")),
+            "{policy}: {:?}",
+            r.cond("Ready")
+        );
+        assert!(
+            r.find(EffectKind::Apply).is_none(),
+            "{policy}: nothing is written"
+        );
+        assert!(
+            r.status.inventory.is_none(),
+            "{policy}: never enters the inventory"
+        );
 
         // Unowned: refused without adoptExisting too.
         let mut canned = with_render(render);
         canned.owners.insert(
             "theirs".into(),
-            Ok(Some(opm_core::input::LiveMeta { uid: "u-1".into(), labels: Default::default() })),
+            Ok(Some(opm_core::input::LiveMeta {
+                uid: "u-1".into(),
+                labels: Default::default(),
+            })),
         );
         let r = run_mr(&operator_cfg(), module_release(), &canned);
         assert_eq!(r.reason.as_str(), "OwnershipConflict", "{policy} unowned");

@@ -310,7 +310,12 @@ fn a_forged_inventory_prunes_and_deletes_nothing_that_is_not_ours() {
         ("victim".to_string(), meta(Live::OtherRelease, &uuid)),
         (
             "unlabelled".to_string(),
-            meta(Live::Unowned { managed_by_us: true }, &uuid),
+            meta(
+                Live::Unowned {
+                    managed_by_us: true,
+                },
+                &uuid,
+            ),
         ),
     ]);
     for deleting in [false, true] {

@@ -516,62 +516,65 @@ async fn render(
                 None => m.spec.values.clone(),
             };
             let secret_ref = m.spec.module.secret_ref.as_ref().map(|r| r.name.clone());
-            let (values, credentials, perturbed) = if m.spec.values_from.is_empty()
-                && secret_ref.is_none()
-            {
-                (values, None, None)
-            } else {
-                let read = opm_operator::steps::values_from::read(
-                    Ok(client.clone()),
-                    &key.namespace,
-                    &m.spec.values_from,
-                    secret_ref.as_deref(),
-                    secrets,
-                )
-                .await;
-                let InputKind::ValuesRead {
-                    values: got,
-                    credentials,
-                } = read
-                else {
-                    return Err(CliError::Other("reading valuesFrom gave no answer".into()));
+            let (values, credentials, perturbed) =
+                if m.spec.values_from.is_empty() && secret_ref.is_none() {
+                    (values, None, None)
+                } else {
+                    let read = opm_operator::steps::values_from::read(
+                        Ok(client.clone()),
+                        &key.namespace,
+                        &m.spec.values_from,
+                        secret_ref.as_deref(),
+                        secrets,
+                    )
+                    .await;
+                    let InputKind::ValuesRead {
+                        values: got,
+                        credentials,
+                    } = read
+                    else {
+                        return Err(CliError::Other("reading valuesFrom gave no answer".into()));
+                    };
+                    let merged = opm_core::values_from::compose(
+                        &key.namespace,
+                        &m.spec.values_from,
+                        &got,
+                        values.as_ref(),
+                        None,
+                    )
+                    .map_err(|f| {
+                        CliError::Other(format!(
+                            "valuesFrom ({}): {}",
+                            f.reason,
+                            secrets.scrub(&f.message)
+                        ))
+                    })?;
+                    let creds = match (&secret_ref, credentials) {
+                        (Some(name), Some(c)) => {
+                            let digest =
+                                opm_core::values_from::credentials(&key.namespace, name, &c, None)
+                                    .map_err(|f| {
+                                        CliError::Other(format!(
+                                            "module.secretRef ({}): {}",
+                                            f.reason, f.message
+                                        ))
+                                    })?;
+                            secrets
+                                .credentials(&digest)
+                                .map(|b| (digest.clone(), b.to_vec()))
+                        }
+                        _ => None,
+                    };
+                    let perturbed = merged
+                        .as_ref()
+                        .filter(|_| secrets.reads_secret_values())
+                        .map(|v| secrets.restore_strings_perturbed(v));
+                    (
+                        merged.map(|v| secrets.restore_strings(&v)),
+                        creds,
+                        perturbed,
+                    )
                 };
-                let merged = opm_core::values_from::compose(
-                    &key.namespace,
-                    &m.spec.values_from,
-                    &got,
-                    values.as_ref(),
-                    None,
-                )
-                .map_err(|f| {
-                    CliError::Other(format!(
-                        "valuesFrom ({}): {}",
-                        f.reason,
-                        secrets.scrub(&f.message)
-                    ))
-                })?;
-                let creds = match (&secret_ref, credentials) {
-                    (Some(name), Some(c)) => {
-                        let digest =
-                            opm_core::values_from::credentials(&key.namespace, name, &c, None)
-                                .map_err(|f| {
-                                    CliError::Other(format!(
-                                        "module.secretRef ({}): {}",
-                                        f.reason, f.message
-                                    ))
-                                })?;
-                        secrets
-                            .credentials(&digest)
-                            .map(|b| (digest.clone(), b.to_vec()))
-                    }
-                    _ => None,
-                };
-                let perturbed = merged
-                    .as_ref()
-                    .filter(|_| secrets.reads_secret_values())
-                    .map(|v| secrets.restore_strings_perturbed(v));
-                (merged.map(|v| secrets.restore_strings(&v)), creds, perturbed)
-            };
             let values = values.unwrap_or_else(|| Value::Object(Default::default()));
             let identity = ReleaseIdentity {
                 name: key.name.clone(),

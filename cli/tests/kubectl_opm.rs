@@ -1184,7 +1184,15 @@ async fn diff_never_prints_values_transformed_from_a_values_secret() {
         }),
     );
     create_mr(&ns.client, &mr).await;
-    wait_for(&ns.client, "ModuleRelease", &ns.name, "loud", "Ready", is_ready).await;
+    wait_for(
+        &ns.client,
+        "ModuleRelease",
+        &ns.name,
+        "loud",
+        "Ready",
+        is_ready,
+    )
+    .await;
     op.stop().await;
     secrets
         .replace("tok", &PostParams::default(), &secret("second-token"))

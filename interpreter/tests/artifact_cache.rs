@@ -217,8 +217,14 @@ async fn a_digest_alone_never_serves_another_sources_artifact() {
     let private = tar_gz(&[file("release.cue", b"password: \"tenant-a-only\"\n")]);
     let other = artifact(1);
     let srv = TestServer::start(vec![
-        ("/gitrepository/team-a/app/latest.tar.gz", Route::Bytes(private.clone())),
-        ("/gitrepository/team-b/forged/latest.tar.gz", Route::Bytes(other)),
+        (
+            "/gitrepository/team-a/app/latest.tar.gz",
+            Route::Bytes(private.clone()),
+        ),
+        (
+            "/gitrepository/team-b/forged/latest.tar.gz",
+            Route::Bytes(other),
+        ),
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();

@@ -47,7 +47,11 @@ async fn five_thousand_bogus_kinds_cost_a_few_discovery_requests() {
         sent <= 4,
         "{sent} discovery requests for 5 000 bogus kinds (the old resolver sent one per kind)"
     );
-    assert_eq!(resolver.requests() - counted, sent, "the counter counts each request");
+    assert_eq!(
+        resolver.requests() - counted,
+        sent,
+        "the counter counts each request"
+    );
     // A kind forgotten (as after applying its CRD) is asked for again.
     resolver.forget("apps", "v1", "Deployment");
     let before = counts.snapshot().get;

@@ -431,7 +431,8 @@ async fn batches_and_renders_ahead_hold_one_namespace() {
     // Ahead: an attempt of team-0 is offered releases of team-1 and team-2 and of its own
     // namespace; only its own ride along.
     let r = renderer(&reg, cache.path(), 8);
-    let offered: Vec<(Value, ReleaseIdentity)> = (10..19).map(|i| (values(i), id_in_three(i))).collect();
+    let offered: Vec<(Value, ReleaseIdentity)> =
+        (10..19).map(|i| (values(i), id_in_three(i))).collect();
     r.render_ahead_from(Arc::new(FixedAhead(std::sync::Mutex::new(offered))));
     let first = render_all(
         &r,
@@ -501,7 +502,10 @@ async fn the_module_cache_keeps_one_copy_per_version_within_its_bound() {
     bounded.cue_cache().unwrap().trim().await;
     let left: Vec<String> = entries(cache.path()).into_iter().map(|e| e.key).collect();
     assert_eq!(left.len(), 1, "{left:?}");
-    assert!(left[0].ends_with("@v0.2.0"), "the most recent use stays: {left:?}");
+    assert!(
+        left[0].ends_with("@v0.2.0"),
+        "the most recent use stays: {left:?}"
+    );
     // The removed version renders again (downloaded anew).
     bounded
         .render_module_cached(&module("v0.2.1"), &values(5), &id(5))

@@ -45,7 +45,10 @@ pub struct Refusal {
 const IMMUTABLE_DETAILS: [(&str, &str); 4] = [
     ("FieldValueInvalid", "field is immutable"),
     ("FieldValueForbidden", "field is immutable"),
-    ("FieldValueForbidden", "field is immutable when `immutable` is set"),
+    (
+        "FieldValueForbidden",
+        "field is immutable when `immutable` is set",
+    ),
     ("FieldValueInvalid", "cannot change roleRef"),
 ];
 
@@ -160,7 +163,11 @@ mod tests {
         ];
         for c in typed {
             assert!(immutable(&refusal(vec![c.clone()])), "{c:?}");
-            assert!(recreate(&id("batch", "Job"), true, &refusal(vec![c.clone()])));
+            assert!(recreate(
+                &id("batch", "Job"),
+                true,
+                &refusal(vec![c.clone()])
+            ));
             assert!(!recreate(&id("batch", "Job"), false, &refusal(vec![c])));
         }
     }
@@ -188,8 +195,16 @@ mod tests {
                 "admission webhook \"deny.example.com\" denied the request: this field is immutable",
             )]),
             refusal(vec![
-                cause("FieldValueInvalid", "spec.selector", "Invalid value: x: field is immutable"),
-                cause("FieldValueRequired", "spec.template.spec.containers", "Required value"),
+                cause(
+                    "FieldValueInvalid",
+                    "spec.selector",
+                    "Invalid value: x: field is immutable",
+                ),
+                cause(
+                    "FieldValueRequired",
+                    "spec.template.spec.containers",
+                    "Required value",
+                ),
             ]),
             Refusal {
                 code: 409,

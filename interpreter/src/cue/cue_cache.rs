@@ -366,7 +366,10 @@ mod tests {
     async fn least_recently_used_versions_go_first_until_the_bound_holds() {
         let d = tempfile::tempdir().unwrap();
         let put = |module: &str, version: &str, bytes: usize| {
-            let x = d.path().join("mod/extract").join(format!("{module}@{version}"));
+            let x = d
+                .path()
+                .join("mod/extract")
+                .join(format!("{module}@{version}"));
             std::fs::create_dir_all(&x).unwrap();
             std::fs::write(x.join("a.cue"), vec![b'a'; bytes]).unwrap();
             let v = d.path().join("mod/download").join(module).join("@v");
@@ -382,7 +385,11 @@ mod tests {
         let keys: Vec<&str> = found.iter().map(|e| e.key.as_str()).collect();
         assert_eq!(
             keys,
-            ["example.com/a@v0.1.0", "example.com/b@v0.1.0", "example.com/c@v0.1.0"]
+            [
+                "example.com/a@v0.1.0",
+                "example.com/b@v0.1.0",
+                "example.com/c@v0.1.0"
+            ]
         );
         assert!(found.iter().all(|e| e.bytes == 2006), "{found:?}");
         let cache = CueCache::new(d.path(), 4100);

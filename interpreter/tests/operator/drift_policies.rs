@@ -632,8 +632,12 @@ async fn force_never_deletes_a_crd_or_a_pvc() {
             "spec": {"accessModes": [mode], "storageClassName": "none",
                 "resources": {"requests": {"storage": "1Gi"}}}})
     };
-    for (name, first) in [("crd", json!({"c": {"crd": crd("Namespaced")}})), ("pvc", json!({"c": {"pvc": pvc("ReadWriteOnce")}}))] {
-        pkg.publish(&ns.client, &ns.name, name, &release_package(name, &first)).await;
+    for (name, first) in [
+        ("crd", json!({"c": {"crd": crd("Namespaced")}})),
+        ("pvc", json!({"c": {"pvc": pvc("ReadWriteOnce")}})),
+    ] {
+        pkg.publish(&ns.client, &ns.name, name, &release_package(name, &first))
+            .await;
         // No controller binds the claim here: do not wait for it to be healthy.
         create_rel(
             &ns.client,
@@ -646,10 +650,23 @@ async fn force_never_deletes_a_crd_or_a_pvc() {
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(ns.client.clone(), &ns.name);
     let crd_uid = crds.get(&crd_name).await.unwrap().metadata.uid;
     let pvc_uid = pvcs.get("data").await.unwrap().metadata.uid;
-    for (name, changed) in [("crd", json!({"c": {"crd": crd("Cluster")}})), ("pvc", json!({"c": {"pvc": pvc("ReadOnlyMany")}}))] {
-        pkg.publish(&ns.client, &ns.name, name, &release_package(name, &changed)).await;
-        let got = wait_rel(&ns.client, &ns.name, name, "ApplyFailed", reason_is_rel("ApplyFailed")).await;
-        let msg = &condition(got.status.as_ref().unwrap(), "Ready").unwrap().message;
+    for (name, changed) in [
+        ("crd", json!({"c": {"crd": crd("Cluster")}})),
+        ("pvc", json!({"c": {"pvc": pvc("ReadOnlyMany")}})),
+    ] {
+        pkg.publish(&ns.client, &ns.name, name, &release_package(name, &changed))
+            .await;
+        let got = wait_rel(
+            &ns.client,
+            &ns.name,
+            name,
+            "ApplyFailed",
+            reason_is_rel("ApplyFailed"),
+        )
+        .await;
+        let msg = &condition(got.status.as_ref().unwrap(), "Ready")
+            .unwrap()
+            .message;
         assert!(msg.contains("immutable"), "{name}: {msg}");
         let evs = events(&ns.client, &ns.name, name).await;
         assert!(
@@ -659,10 +676,16 @@ async fn force_never_deletes_a_crd_or_a_pvc() {
     }
     let crd_now = crds.get(&crd_name).await.unwrap();
     assert_eq!(crd_now.metadata.uid, crd_uid, "the CRD was recreated");
-    assert!(crd_now.metadata.deletion_timestamp.is_none(), "the CRD is being deleted");
+    assert!(
+        crd_now.metadata.deletion_timestamp.is_none(),
+        "the CRD is being deleted"
+    );
     let pvc_now = pvcs.get("data").await.unwrap();
     assert_eq!(pvc_now.metadata.uid, pvc_uid, "the PVC was recreated");
-    assert!(pvc_now.metadata.deletion_timestamp.is_none(), "the PVC is being deleted");
+    assert!(
+        pvc_now.metadata.deletion_timestamp.is_none(),
+        "the PVC is being deleted"
+    );
     op.stop().await;
     let _ = crds.delete(&crd_name, &Default::default()).await;
 }

@@ -208,7 +208,10 @@ async fn private_module_pulls_with_the_right_credentials_only_and_caches_never_c
             }
         }
     }
-    assert!(left.is_empty(), "private module files left in the cache: {left:?}");
+    assert!(
+        left.is_empty(),
+        "private module files left in the cache: {left:?}"
+    );
 }
 
 fn base64(bytes: &[u8]) -> String {

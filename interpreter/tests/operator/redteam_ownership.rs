@@ -869,12 +869,18 @@ async fn a_forged_inventory_neither_prunes_nor_launders() {
         }),
     )
     .await;
-    let got = wait_rel(&ns.client, &ns.name, "b", "settled on the new artifact", |o| {
-        settled(o)
-            && o.status
-                .as_ref()
-                .is_some_and(|s| s.last_attempted_source_digest == art.digest)
-    })
+    let got = wait_rel(
+        &ns.client,
+        &ns.name,
+        "b",
+        "settled on the new artifact",
+        |o| {
+            settled(o)
+                && o.status
+                    .as_ref()
+                    .is_some_and(|s| s.last_attempted_source_digest == art.digest)
+        },
+    )
     .await;
     let after = api.get("shared").await.unwrap();
     assert!(
@@ -884,6 +890,10 @@ async fn a_forged_inventory_neither_prunes_nor_launders() {
         after.data,
         after.metadata.labels
     );
-    assert_eq!(fingerprint(&after), fingerprint(&shared_before), "A's object untouched");
+    assert_eq!(
+        fingerprint(&after),
+        fingerprint(&shared_before),
+        "A's object untouched"
+    );
     op.stop().await;
 }

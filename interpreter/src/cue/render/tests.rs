@@ -57,9 +57,15 @@ fn stderr_classification() {
 fn every_class_of_message_is_redacted() {
     let secret = "s3cr3t-p4ss";
     let texts = [
-        format!("_m.#config.db: invalid value \"{secret}\" (does not satisfy strings.MaxRunes(4)): i/o timeout\n    ./release.cue:5:5\n"),
-        format!("_m.#config.db: conflicting values \"{secret}\" and \"module not found\":\n    ./release.cue:5:5\n"),
-        format!("x: import failed: cannot fetch a@v0.2.1: module a@v0.2.1: cannot do HTTP request: \"{secret}\" connection refused:"),
+        format!(
+            "_m.#config.db: invalid value \"{secret}\" (does not satisfy strings.MaxRunes(4)): i/o timeout\n    ./release.cue:5:5\n"
+        ),
+        format!(
+            "_m.#config.db: conflicting values \"{secret}\" and \"module not found\":\n    ./release.cue:5:5\n"
+        ),
+        format!(
+            "x: import failed: cannot fetch a@v0.2.1: module a@v0.2.1: cannot do HTTP request: \"{secret}\" connection refused:"
+        ),
         format!("cannot fetch a@v0: module a@v0: 401 Unauthorized: \"{secret}\""),
     ];
     for t in &texts {

@@ -168,7 +168,10 @@ fn numbers_and_booleans_from_a_secret_are_digested_and_come_back_exactly() {
     t.redact_render_strings(&mut exported);
     let text = exported.to_string();
     assert!(!text.contains("84736251"), "{text}");
-    assert!(text.contains("\"replicas\":3"), "short numbers stay: {text}");
+    assert!(
+        text.contains("\"replicas\":3"),
+        "short numbers stay: {text}"
+    );
     let cm = &exported["components"]["app"]["cm"];
     assert_eq!(t.restore(cm).unwrap(), rendered["components"]["app"]["cm"]);
     // A cue error quoting it unquoted loses it.
@@ -187,6 +190,9 @@ fn yaml_from_a_secret_keeps_leading_zeros_and_hides_every_scalar() {
     let mut t = SecretTable::default();
     t.redact_strings(&mut v);
     let seen = v.to_string();
-    assert!(!seen.contains("0042") && !seen.contains("84736251"), "{seen}");
+    assert!(
+        !seen.contains("0042") && !seen.contains("84736251"),
+        "{seen}"
+    );
     assert_eq!(t.restore_strings(&v), parsed);
 }
