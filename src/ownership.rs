@@ -144,6 +144,22 @@ pub fn decide(
     adopt: bool,
     impersonating: Option<&str>,
 ) -> Result<(), Failure> {
+    decide_listed(targets, live, our_uuid, adopt, &[], impersonating)
+}
+
+/// [`decide`] for a release whose persisted inventory is `listed`. An unowned object the
+/// inventory lists is taken back as with `adoptExisting` (the release applied it, and its
+/// labels were removed, or it was deleted and re-created by someone else): a tenant could
+/// set `adoptExisting` anyway, so a forged entry gains it nothing more. An object carrying
+/// another release's uuid is a conflict whatever the inventory says.
+pub fn decide_listed(
+    targets: &[ResourceId],
+    live: &[LiveObject],
+    our_uuid: &str,
+    adopt: bool,
+    listed: &[InventoryEntry],
+    impersonating: Option<&str>,
+) -> Result<(), Failure> {
     let mut conflicts = Vec::new();
     let mut errors: Vec<(ResourceId, ApiError)> = Vec::new();
     for t in targets {
@@ -170,7 +186,8 @@ pub fn decide(
             Owner::Release(other) => {
                 conflicts.push(format!("{} belongs to {other}", describe(t)));
             }
-            Owner::Unowned if adopt => {}
+            Owner::Unowned
+                if adopt || listed.iter().any(|e| entry_identity(e) == t.identity()) => {}
             Owner::Unowned => conflicts.push(format!(
                 "{} exists and was not created by a release; set spec.rollout.adoptExisting: true to take it over",
                 describe(t)

@@ -87,9 +87,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// Nothing is written when any object belongs to another release, or exists unowned
-    /// without `adoptExisting`; otherwise the apply goes ahead. Every object is read, in
-    /// the inventory or not: `status.inventory` is the release's own status, which a
-    /// tenant may forge to list another release's object (SPEC §25).
+    /// without `adoptExisting` and outside the inventory; otherwise the apply goes ahead.
+    /// Every object is read, in the inventory or not: `status.inventory` is the release's
+    /// own status, which a tenant may forge to list another release's object (SPEC §25).
     #[test]
     fn the_apply_never_writes_what_is_not_ours(
         states in proptest::collection::vec(live(), 2),
@@ -137,9 +137,9 @@ proptest! {
             }
             Some(_) => unreachable!(),
         }
-        let refused = new.iter().any(|(_, s)| match s {
+        let refused = new.iter().zip(&in_inventory).any(|((_, s), inv)| match s {
             Live::OtherRelease => true,
-            Live::Unowned { .. } => !adopt,
+            Live::Unowned { .. } => !adopt && !inv,
             _ => false,
         });
         if refused {

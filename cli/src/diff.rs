@@ -19,7 +19,7 @@ use opm_core::{
 use opm_operator::commands::render_cmd::CueArgs;
 use opm_operator::cue::module_ref::{ModuleRef, ReleaseIdentity};
 use opm_operator::cue::render::{RenderConfig, Renderer};
-use opm_operator::cue::secrets::SecretTable;
+use opm_operator::cue::secrets::{MIN_SCRUBBED, SecretTable};
 use opm_operator::kube::discovery::Resolver;
 use serde_json::Value;
 
@@ -57,7 +57,7 @@ pub async fn run(s: &Session, key: &ReleaseKey, opts: &DiffOpts) -> Result<Repor
     let obj = releases::read(&s.client, key).await?;
     let (client, identity) = check_identity(s, &obj, opts).await?;
     let mut secrets = SecretTable::default();
-    let (mut exported, bytes) = render(s, &client, &obj, opts, &mut secrets).await?;
+    let (mut exported, bytes, derived) = render(s, &client, &obj, opts, &mut secrets).await?;
     let resolver = Resolver::new(client.clone());
     // As the driver does: Secret values become digests in the manifests (restored right
     // before each dry-run), which also teaches `secrets` every value to scrub from output.
@@ -131,6 +131,7 @@ pub async fn run(s: &Session, key: &ReleaseKey, opts: &DiffOpts) -> Result<Repor
             .as_ref()
             .is_some_and(|r| r.force_conflicts),
         crd_kinds: crd_kinds(&objects),
+        derived,
     };
     for o in &objects {
         check(&ctx, o, &mut report).await?;
@@ -196,6 +197,9 @@ struct Ctx<'a> {
     force: bool,
     /// (group, kind) defined by CRDs in this render: their objects cannot be dry-run yet.
     crd_kinds: Vec<(String, String)>,
+    /// Rendered values a `valuesFrom` Secret value reaches, however transformed
+    /// ([`secret_derived`]): never printed.
+    derived: Vec<String>,
 }
 
 fn crd_kinds(objects: &[DesiredObject]) -> Vec<(String, String)> {
@@ -230,13 +234,13 @@ fn forbidden_or(identity: &str, what: &str, err: &kube::Error, secrets: &SecretT
 
 async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<()> {
     use opm_core::policy::SsaPolicy;
-    if o.policy.ssa == SsaPolicy::Ignore {
-        report.unchanged += 1;
-        return Ok(());
-    }
     let api =
         match opm_operator::kube::dynamic::api_for(ctx.client.clone(), ctx.resolver, &o.id).await {
             Ok(a) => a,
+            Err(ApiError::NotFound { .. }) if o.policy.ssa == SsaPolicy::Ignore => {
+                report.unchanged += 1;
+                return Ok(());
+            }
             Err(ApiError::NotFound { message }) => {
                 if ctx
                     .crd_kinds
@@ -274,10 +278,9 @@ async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<
             ));
         }
     };
-    // Ownership (SPEC §25), decided by the core with its own wording.
-    if let Some(l) = &live
-        && !in_inventory(ctx.persisted, &o.id)
-    {
+    // Ownership (SPEC §25), decided by the core with its own wording: every object,
+    // whatever its `ssa` policy or the inventory says, as the operator does.
+    if let Some(l) = &live {
         let meta = LiveMeta {
             uid: l
                 .pointer("/metadata/uid")
@@ -293,11 +296,12 @@ async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<
             id: o.id.clone(),
             result: Ok(Some(meta)),
         };
-        if let Err(f) = ownership::decide(
+        if let Err(f) = ownership::decide_listed(
             std::slice::from_ref(&o.id),
             &[seen],
             ctx.uuid,
             ctx.adopt,
+            ctx.persisted,
             None,
         ) {
             report.refused.push(Refused {
@@ -308,7 +312,9 @@ async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<
             return Ok(());
         }
     }
-    if o.policy.ssa == SsaPolicy::IfNotPresent && live.is_some() {
+    if o.policy.ssa == SsaPolicy::Ignore
+        || (o.policy.ssa == SsaPolicy::IfNotPresent && live.is_some())
+    {
         report.unchanged += 1;
         return Ok(());
     }
@@ -328,7 +334,17 @@ async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<
         Ok(d) => opm_operator::kube::dynamic::to_value(&d),
         Err(err) => return refusal(ctx, o, &err, live.is_some(), report),
     };
-    let scrub = |s: &str| ctx.secrets.scrub(s);
+    let scrub = |s: &str| {
+        let mut out = ctx.secrets.scrub(s);
+        for d in &ctx.derived {
+            // A short derived value (a length, a flag) is hidden where it is the whole
+            // value; searching for it inside others would hide everything.
+            if out == *d || (d.chars().count() >= MIN_SCRUBBED && out.contains(d.as_str())) {
+                out = out.replace(d.as_str(), "<redacted>");
+            }
+        }
+        out
+    };
     match live {
         None => report.created.push(Noted {
             id: o.id.clone(),
@@ -414,17 +430,6 @@ fn refusal(
     }
 }
 
-fn in_inventory(entries: &[opm_core::api::InventoryEntry], id: &ResourceId) -> bool {
-    entries.iter().any(|e| {
-        (
-            e.group.as_str(),
-            e.kind.as_str(),
-            e.namespace.as_str(),
-            e.name.as_str(),
-        ) == id.identity()
-    })
-}
-
 /// The client and the name of the identity the dry-run runs as.
 async fn check_identity(
     s: &Session,
@@ -471,7 +476,7 @@ async fn render(
     obj: &ReleaseObject,
     opts: &DiffOpts,
     secrets: &mut SecretTable,
-) -> Result<(Value, u64)> {
+) -> Result<(Value, u64, Vec<String>)> {
     let key = obj.key();
     let cache = match &opts.cache_dir {
         Some(d) => Dir::Kept(d.clone()),
@@ -513,7 +518,7 @@ async fn render(
             .render_package(dir)
             .await
             .map_err(|e| render_error(e, secrets))?;
-        return Ok((r.exported, r.bytes));
+        return Ok((r.exported, r.bytes, Vec::new()));
     }
     match obj {
         ReleaseObject::ModuleRelease(m) => {
@@ -531,66 +536,75 @@ async fn render(
                 None => m.spec.values.clone(),
             };
             let secret_ref = m.spec.module.secret_ref.as_ref().map(|r| r.name.clone());
-            let (values, credentials) = if m.spec.values_from.is_empty() && secret_ref.is_none() {
-                (values, None)
-            } else {
-                let read = opm_operator::steps::values_from::read(
-                    Ok(client.clone()),
-                    &key.namespace,
-                    &m.spec.values_from,
-                    secret_ref.as_deref(),
-                    secrets,
-                    opm_core::config::DEFAULT_MAX_VALUES_BYTES,
-                    &mut Vec::new(),
-                )
-                .await;
-                let InputKind::ValuesRead {
-                    values: got,
-                    credentials,
-                } = read
-                else {
-                    return Err(CliError::Other("reading valuesFrom gave no answer".into()));
+            let (values, credentials, perturbed) =
+                if m.spec.values_from.is_empty() && secret_ref.is_none() {
+                    (values, None, None)
+                } else {
+                    let read = opm_operator::steps::values_from::read(
+                        Ok(client.clone()),
+                        &key.namespace,
+                        &m.spec.values_from,
+                        secret_ref.as_deref(),
+                        secrets,
+                        opm_core::config::DEFAULT_MAX_VALUES_BYTES,
+                        &mut Vec::new(),
+                    )
+                    .await;
+                    let InputKind::ValuesRead {
+                        values: got,
+                        credentials,
+                    } = read
+                    else {
+                        return Err(CliError::Other("reading valuesFrom gave no answer".into()));
+                    };
+                    opm_core::values_from::check_size(
+                        &m.spec.values_from,
+                        &got,
+                        opm_core::config::DEFAULT_MAX_VALUES_BYTES,
+                    )
+                    .map_err(|f| {
+                        CliError::Other(format!("valuesFrom ({}): {}", f.reason, f.message))
+                    })?;
+                    let merged = opm_core::values_from::compose(
+                        &key.namespace,
+                        &m.spec.values_from,
+                        &got,
+                        values.as_ref(),
+                        None,
+                    )
+                    .map_err(|f| {
+                        CliError::Other(format!(
+                            "valuesFrom ({}): {}",
+                            f.reason,
+                            secrets.scrub(&f.message)
+                        ))
+                    })?;
+                    let creds = match (&secret_ref, credentials) {
+                        (Some(name), Some(c)) => {
+                            let digest =
+                                opm_core::values_from::credentials(&key.namespace, name, &c, None)
+                                    .map_err(|f| {
+                                        CliError::Other(format!(
+                                            "module.secretRef ({}): {}",
+                                            f.reason, f.message
+                                        ))
+                                    })?;
+                            secrets
+                                .credentials(&digest)
+                                .map(|b| (digest.clone(), b.to_vec()))
+                        }
+                        _ => None,
+                    };
+                    let perturbed = merged
+                        .as_ref()
+                        .filter(|_| secrets.reads_secret_values())
+                        .map(|v| secrets.restore_strings_perturbed(v));
+                    (
+                        merged.map(|v| secrets.restore_strings(&v)),
+                        creds,
+                        perturbed,
+                    )
                 };
-                opm_core::values_from::check_size(
-                    &m.spec.values_from,
-                    &got,
-                    opm_core::config::DEFAULT_MAX_VALUES_BYTES,
-                )
-                .map_err(|f| {
-                    CliError::Other(format!("valuesFrom ({}): {}", f.reason, f.message))
-                })?;
-                let merged = opm_core::values_from::compose(
-                    &key.namespace,
-                    &m.spec.values_from,
-                    &got,
-                    values.as_ref(),
-                    None,
-                )
-                .map_err(|f| {
-                    CliError::Other(format!(
-                        "valuesFrom ({}): {}",
-                        f.reason,
-                        secrets.scrub(&f.message)
-                    ))
-                })?;
-                let creds = match (&secret_ref, credentials) {
-                    (Some(name), Some(c)) => {
-                        let digest =
-                            opm_core::values_from::credentials(&key.namespace, name, &c, None)
-                                .map_err(|f| {
-                                    CliError::Other(format!(
-                                        "module.secretRef ({}): {}",
-                                        f.reason, f.message
-                                    ))
-                                })?;
-                        secrets
-                            .credentials(&digest)
-                            .map(|b| (digest.clone(), b.to_vec()))
-                    }
-                    _ => None,
-                };
-                (merged.map(|v| secrets.restore_strings(&v)), creds)
-            };
             let values = values.unwrap_or_else(|| Value::Object(Default::default()));
             let identity = ReleaseIdentity {
                 name: key.name.clone(),
@@ -613,7 +627,26 @@ async fn render(
                         )
                         .await
                         .map_err(|e| render_error(e, secrets))?;
-                    return Ok(opm_operator::cue::rendered::Rendered::into_parts(r));
+                    let (exported, bytes) = opm_operator::cue::rendered::Rendered::into_parts(r);
+                    let derived = match perturbed {
+                        None => Vec::new(),
+                        Some(p) => {
+                            let other = opm
+                                .render_module(
+                                    &renderer,
+                                    &module,
+                                    &facts,
+                                    &p,
+                                    &identity,
+                                    credentials.as_ref(),
+                                )
+                                .await
+                                .ok()
+                                .map(|(r, _)| opm_operator::cue::rendered::Rendered::into_parts(r));
+                            secret_derived(&exported, other.as_ref().map(|(v, _)| v))
+                        }
+                    };
+                    return Ok((exported, bytes, derived));
                 }
                 opm_core::opm::Flavour::CoreV0 => {
                     return Err(CliError::Other(opm_core::opm::core_v0_message(&format!(
@@ -624,10 +657,22 @@ async fn render(
                 opm_core::opm::Flavour::Plain => {}
             }
             let r = renderer
-                .render_module_cached_with(&module, &values, &identity, credentials)
+                .render_module_cached_with(&module, &values, &identity, credentials.clone())
                 .await
                 .map_err(|e| render_error(e, secrets))?;
-            Ok(opm_operator::cue::rendered::Rendered::into_parts(r))
+            let (exported, bytes) = opm_operator::cue::rendered::Rendered::into_parts(r);
+            let derived = match perturbed {
+                None => Vec::new(),
+                Some(p) => {
+                    let other = renderer
+                        .render_module_cached_with(&module, &p, &identity, credentials)
+                        .await
+                        .ok()
+                        .map(opm_operator::cue::rendered::Rendered::into_parts);
+                    secret_derived(&exported, other.as_ref().map(|(v, _)| v))
+                }
+            };
+            Ok((exported, bytes, derived))
         }
         ReleaseObject::Release(r) => {
             if opts.values.is_some() || opts.version.is_some() {
@@ -672,9 +717,46 @@ async fn render(
                 .render_package(&dir)
                 .await
                 .map_err(|e| render_error(e, secrets))?;
-            Ok((rendered.exported, rendered.bytes))
+            Ok((rendered.exported, rendered.bytes, Vec::new()))
         }
     }
+}
+
+/// The rendered values a `valuesFrom` Secret value reaches (issue 31 item 9): every
+/// string and number of the real render's objects that differs in a render with each
+/// Secret value changed (`other`, see
+/// [`SecretTable::restore_strings_perturbed`]), however the module transformed it (upper
+/// case, base64, a hash). The digests of [`SecretTable::redact_render_strings`] catch
+/// only values that contain the Secret's text. When the changed render fails (a schema
+/// that refuses the changed value), every value of every object counts: nothing derived
+/// from a Secret is printed, at the price of hiding the rest too.
+fn secret_derived(real: &Value, other: Option<&Value>) -> Vec<String> {
+    fn walk(a: &Value, b: Option<&Value>, out: &mut Vec<String>) {
+        match a {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    walk(v, b.and_then(|b| b.get(k)), out);
+                }
+            }
+            Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    walk(v, b.and_then(|b| b.get(i)), out);
+                }
+            }
+            Value::String(s) if b != Some(a) && !s.is_empty() => out.push(s.clone()),
+            Value::Number(n) if b != Some(a) => out.push(n.to_string()),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    let components = |v: &Value| v.get("components").cloned();
+    let theirs = other.and_then(components);
+    if let Some(mine) = components(real) {
+        walk(&mine, theirs.as_ref(), &mut out);
+    }
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
+    out
 }
 
 enum Dir {

@@ -143,6 +143,16 @@ pub fn field_changes(
 fn scrubbed(v: &Value, scrub: &dyn Fn(&str) -> String) -> Value {
     match v {
         Value::String(s) => Value::String(scrub(s)),
+        // A number from a Secret (or derived from one) is hidden like a string.
+        Value::Number(n) => {
+            let text = n.to_string();
+            let shown = scrub(&text);
+            if shown == text {
+                v.clone()
+            } else {
+                Value::String(shown)
+            }
+        }
         Value::Array(a) => Value::Array(a.iter().map(|x| scrubbed(x, scrub)).collect()),
         Value::Object(m) => Value::Object(
             m.iter()

@@ -1253,3 +1253,107 @@ async fn control_characters_in_messages_never_reach_the_terminal() {
         }
     }
 }
+
+/// Issue 31 item 9: a `valuesFrom` Secret string the module *transforms* (upper case,
+/// base64) lands in a ConfigMap without containing the Secret's text, so scrubbing by
+/// the text missed it and `kubectl opm diff` printed both the old and the new derived
+/// values. The diff now renders a second time with each Secret value changed and hides
+/// every field that moves with it: "changed (Secret value not shown)", nothing derived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_never_prints_values_transformed_from_a_values_secret() {
+    use k8s_openapi::api::core::v1::Secret;
+    let (env, ns) = namespace().await;
+    let module = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(module.path().join("cue.mod")).unwrap();
+    std::fs::write(
+        module.path().join("cue.mod/module.cue"),
+        "module: \"example.com/modules/shout@v0\"\nlanguage: version: \"v0.17.0\"\nsource: kind: \"self\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        module.path().join("shout.cue"),
+        "package shout\n\nimport (\n\t\"strings\"\n\t\"encoding/base64\"\n)\n\n#config: {token: string | *\"none\"}\n#release: {name: string, namespace: string}\n\
+         components: c: cm: {apiVersion: \"v1\", kind: \"ConfigMap\", metadata: {name: \"\\(#release.name)-shout\", namespace: #release.namespace}, \
+         data: {loud: strings.ToUpper(#config.token), b64: base64.Encode(null, #config.token), plain: \"unrelated\"}}\n",
+    )
+    .unwrap();
+    opm_testenv::CueRegistry::global()
+        .await
+        .publish(module.path(), "v0.1.0")
+        .await
+        .expect("publish the module");
+    let secret = |text: &str| -> Secret {
+        serde_json::from_value(
+            json!({"metadata": {"name": "tok"}, "stringData": {"values.yaml": format!("token: {text}\n")}}),
+        )
+        .unwrap()
+    };
+    let secrets: Api<Secret> = Api::namespaced(ns.client.clone(), &ns.name);
+    secrets
+        .create(&PostParams::default(), &secret("first-token"))
+        .await
+        .unwrap();
+    let op = Operator::start(env, &ns.name).await;
+    let mr = module_release(
+        &ns.name,
+        "loud",
+        json!(null),
+        json!({
+            "module": {"path": "example.com/modules/shout@v0", "version": "v0.1.0"},
+            "valuesFrom": [{"kind": "Secret", "name": "tok"}],
+        }),
+    );
+    create_mr(&ns.client, &mr).await;
+    wait_for(
+        &ns.client,
+        "ModuleRelease",
+        &ns.name,
+        "loud",
+        "Ready",
+        is_ready,
+    )
+    .await;
+    op.stop().await;
+    secrets
+        .replace("tok", &PostParams::default(), &secret("second-token"))
+        .await
+        .unwrap();
+    let b64 = |s: &str| {
+        serde_json::to_value(k8s_openapi::ByteString(s.as_bytes().to_vec()))
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let leaks = [
+        "first-token".to_string(),
+        "second-token".to_string(),
+        "FIRST-TOKEN".to_string(),
+        "SECOND-TOKEN".to_string(),
+        b64("first-token"),
+        b64("second-token"),
+    ];
+    for format in ["table", "json"] {
+        let r = opm(env, Some(&ns.name), &["diff", "mr/loud", "-o", format]).await;
+        assert_eq!(r.code, 1, "{r}");
+        for text in &leaks {
+            assert!(
+                !r.stdout.contains(text.as_str()) && !r.stderr.contains(text.as_str()),
+                "{text} printed: {r}"
+            );
+        }
+        if format == "json" {
+            let d = j(&r.stdout);
+            let mut fields = d["changed"][0]["fields"].as_array().unwrap().clone();
+            fields.sort_by_key(|f| f["path"].as_str().unwrap_or_default().to_owned());
+            assert_eq!(
+                fields,
+                vec![
+                    json!({"path": "/data/b64", "secret": true}),
+                    json!({"path": "/data/loud", "secret": true}),
+                ],
+                "{d}"
+            );
+        }
+    }
+}

@@ -90,11 +90,12 @@ impl Attempt {
     }
 
     pub(super) fn on_owners(&mut self, objects: Vec<LiveObject>) {
-        let decided = ownership::decide(
+        let decided = ownership::decide_listed(
             &self.ctx.owner_targets,
             &objects,
             &self.ctx.uuid,
             self.ctx.adopt_existing(),
+            self.ctx.persisted_entries(),
             self.ctx.identity.as_ref().map(|i| i.user.as_str()),
         );
         match decided {

@@ -550,3 +550,65 @@ async fn a_service_account_without_get_on_the_secret_is_impersonation_failed() {
     assert!(!msg.contains("pw-1234"));
     op.stop().await;
 }
+
+/// Issue 31 item 8 (SPEC §23, §27): numbers from a `valuesFrom` Secret (its YAML merged at
+/// the root, no `targetPath`) were handed to the core as they were, so `port: 93847261`
+/// sat in the traces, and `password: 0042` became the float `42.0` (here a `#config`
+/// type error). Now the number is a digest wherever the core sees it (traces, status,
+/// events) and the applied objects get it exactly, and `0042` stays `0042`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_numbers_are_digested_and_applied_exactly() {
+    const PORT: &str = "93847261";
+    let (env, ns) = namespace().await;
+    publish_vals().await;
+    let c = &ns.client;
+    put_secret(
+        c,
+        &ns.name,
+        "nums",
+        &[(
+            "values.yaml",
+            &format!("password: 0042\ndb:\n  port: {PORT}\n"),
+        )],
+    )
+    .await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    create_mr(
+        c,
+        &vals_release(
+            &ns.name,
+            "nums",
+            json!({"valuesFrom": [{"kind": "Secret", "name": "nums"}]}),
+        ),
+    )
+    .await;
+    let got = wait_mr(c, &ns.name, "nums", "Ready", |o| {
+        is_ready_mr(o) || reason_is_mr("RenderFailed")(o)
+    })
+    .await;
+    assert!(is_ready_mr(&got), "{:?}", got.status.as_ref().map(ready));
+    let cm = configmap_data(c, &ns.name, "nums-cfg").await;
+    assert_eq!(
+        cm.get("url").map(String::as_str),
+        Some(format!("postgres://app:0042@db:{PORT}/app").as_str()),
+        "applied exactly"
+    );
+    let s = Api::<Secret>::namespaced(c.clone(), &ns.name)
+        .get("nums-db")
+        .await
+        .unwrap();
+    assert_eq!(
+        s.data.unwrap()["password"].0,
+        b"0042".to_vec(),
+        "leading zeros kept"
+    );
+    let status = serde_json::to_string(&got.status).unwrap();
+    assert!(!status.contains(PORT), "in the status: {status}");
+    let evs = serde_json::to_string(&events(c, &ns.name, "nums").await).unwrap();
+    assert!(!evs.contains(PORT), "in events");
+    assert!(
+        !op.traces().contains(PORT),
+        "the Secret number is in a trace"
+    );
+    op.stop().await;
+}

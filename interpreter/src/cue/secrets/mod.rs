@@ -48,6 +48,32 @@ pub fn secret_digest(value: &Value) -> String {
     }
 }
 
+/// A different value of the same type (see [`SecretTable::restore_strings_perturbed`]).
+fn perturb(v: &Value) -> Value {
+    let shift = |c: char| match c {
+        'z' => 'a',
+        'Z' => 'A',
+        '9' => '0',
+        c if c.is_ascii_alphanumeric() => char::from(c as u8 + 1),
+        c => c,
+    };
+    match v {
+        Value::String(s) if s.chars().any(|c| c.is_ascii_alphanumeric()) => {
+            Value::String(s.chars().map(shift).collect())
+        }
+        Value::String(s) => Value::String(format!("{s}x")),
+        Value::Bool(b) => Value::Bool(!b),
+        Value::Number(n) => n
+            .as_i64()
+            .and_then(|i| i.checked_add(1))
+            .map(Value::from)
+            .or_else(|| n.as_u64().map(|u| Value::from(u.wrapping_sub(1))))
+            .or_else(|| n.as_f64().map(|f| Value::from(f + 1.0)))
+            .unwrap_or_else(|| v.clone()),
+        other => other.clone(),
+    }
+}
+
 /// `sha256:<hex>` a number or boolean from a Secret is seen as: of its JSON text behind a
 /// prefix, so the number `1234` and the string `"1234"` (and `true` and `"true"`) have
 /// different digests and each comes back as what it was.
@@ -141,6 +167,39 @@ impl SecretTable {
             }
             Value::Array(a) => a.iter_mut().for_each(|v| self.redact_strings(v)),
             Value::Object(m) => m.values_mut().for_each(|v| self.redact_strings(v)),
+            _ => {}
+        }
+    }
+
+    /// Whether a `valuesFrom` Secret gave values (strings, numbers, booleans) this table
+    /// puts back.
+    pub fn reads_secret_values(&self) -> bool {
+        self.has_values_from()
+    }
+
+    /// A copy of `value` with every Secret value put back *changed*: each string with
+    /// every letter and digit moved one along (`a`→`b`, `z`→`a`, `9`→`0`; same length and
+    /// character classes, so most schemas still accept it), each number plus one, each
+    /// boolean negated. Rendering with these next to the real ones shows which rendered
+    /// fields a Secret value reaches, however the module transformed it (`kubectl opm
+    /// diff` hides those).
+    pub fn restore_strings_perturbed(&self, value: &Value) -> Value {
+        let mut out = value.clone();
+        self.put_back_with(&mut out, &perturb);
+        out
+    }
+
+    fn put_back_with(&self, value: &mut Value, change: &dyn Fn(&Value) -> Value) {
+        match value {
+            Value::String(s) => {
+                if let Some(real) = self.strings.get(s.as_str()) {
+                    *value = change(&Value::String(real.clone()));
+                } else if let Some(real) = self.scalars.get(s.as_str()) {
+                    *value = change(real);
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|v| self.put_back_with(v, change)),
+            Value::Object(m) => m.values_mut().for_each(|v| self.put_back_with(v, change)),
             _ => {}
         }
     }
