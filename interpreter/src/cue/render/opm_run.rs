@@ -60,6 +60,13 @@ impl Renderer {
         })
     }
 
+    /// Counts a batched OPM run of `members` releases (as module batches are counted).
+    pub(crate) fn note_batch(&self, members: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.stats.batch_runs.fetch_add(1, Relaxed);
+        self.stats.batched.fetch_add(members, Relaxed);
+    }
+
     /// A cached render, counted as a hit.
     pub(crate) fn cached_render(
         &self,
