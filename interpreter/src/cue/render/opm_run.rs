@@ -47,7 +47,8 @@ impl Renderer {
         let target = format!("{base}@{}", module.version);
         self.run_counted(
             dir.path(),
-            &["mod", "get", &target],
+            // `--`: a module path is never read as a flag, whatever a tenant wrote.
+            &["mod", "get", "--", &target],
             credentials,
             &self.stats.probes,
         )
