@@ -46,6 +46,9 @@ pub struct ScenarioModule {
     /// The web example module when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub def: Option<ModuleDef>,
+    /// An OPM module (SPEC §30): it renders only through a Ready Platform.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub opm: bool,
 }
 
 /// A Flux source and the artifact it starts with (none: not ready).
@@ -116,6 +119,10 @@ pub struct Scenario {
     pub namespaces: Vec<String>,
     #[serde(default)]
     pub modules: Vec<ScenarioModule>,
+    /// The digest of the Ready Platform `cluster` at the start (SPEC §30); absent: none, so
+    /// releases of OPM modules (`def.opm: true`) wait until a `platform` event brings one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
     #[serde(default)]
     pub sources: Vec<ScenarioSource>,
     #[serde(default)]
@@ -224,12 +231,11 @@ impl Scenario {
             w.simulate_rollout(name, r.clone());
         }
         for m in &self.modules {
-            w.add_module(
-                &m.path,
-                &m.version,
-                m.def.clone().unwrap_or_else(ModuleDef::web),
-            );
+            let mut def = m.def.clone().unwrap_or_else(ModuleDef::web);
+            def.opm |= m.opm;
+            w.add_module(&m.path, &m.version, def);
         }
+        w.set_platform(self.platform.clone());
         for s in &self.sources {
             w.namespace(&s.id.namespace);
             match &s.artifact {

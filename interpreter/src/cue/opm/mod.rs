@@ -19,6 +19,7 @@ use serde_json::Value;
 use crate::cue::module_ref::{ModuleRef, ReleaseIdentity};
 use crate::cue::render::{RenderError, RenderKey, Rendered, Renderer};
 
+mod batch;
 pub mod layout;
 #[cfg(test)]
 mod tests;
@@ -35,6 +36,9 @@ pub struct ModuleFacts {
     pub deps: BTreeMap<String, String>,
 }
 
+/// The facts of one module version, learned once.
+type FactsCell = Arc<tokio::sync::OnceCell<ModuleFacts>>;
+
 /// The OPM state of one operator process: the last Platform seen, the module facts, and
 /// which releases render through the Platform (re-triggered when it changes).
 #[derive(Default)]
@@ -44,11 +48,13 @@ pub struct Opm {
     /// render waits rather than report a Platform missing that merely was not read yet.
     synced: std::sync::atomic::AtomicBool,
     /// One cell per module version: concurrent first renders of a version share one probe.
-    facts: Mutex<HashMap<(String, String), Arc<tokio::sync::OnceCell<ModuleFacts>>>>,
+    facts: Mutex<HashMap<(String, String), FactsCell>>,
     releases: Mutex<HashSet<ReleaseKey>>,
     /// A Platform given on the command line (`--platform FILE`): used instead of the watch,
     /// and ready without an evaluation of its own (the render itself resolves its catalogs).
     fixed: RwLock<Option<Arc<Platform>>>,
+    /// Open batches of OPM renders ([`batch`]).
+    batches: batch::Batches,
 }
 
 impl std::fmt::Debug for Opm {
