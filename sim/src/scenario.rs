@@ -46,9 +46,6 @@ pub struct ScenarioModule {
     /// The web example module when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub def: Option<ModuleDef>,
-    /// An OPM module (SPEC §30): it renders only through a Ready Platform.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub opm: bool,
 }
 
 /// A Flux source and the artifact it starts with (none: not ready).
@@ -119,10 +116,6 @@ pub struct Scenario {
     pub namespaces: Vec<String>,
     #[serde(default)]
     pub modules: Vec<ScenarioModule>,
-    /// The digest of the Ready Platform `cluster` at the start (SPEC §30); absent: none, so
-    /// releases of OPM modules (`def.opm: true`) wait until a `platform` event brings one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform: Option<String>,
     #[serde(default)]
     pub sources: Vec<ScenarioSource>,
     #[serde(default)]
@@ -231,11 +224,12 @@ impl Scenario {
             w.simulate_rollout(name, r.clone());
         }
         for m in &self.modules {
-            let mut def = m.def.clone().unwrap_or_else(ModuleDef::web);
-            def.opm |= m.opm;
-            w.add_module(&m.path, &m.version, def);
+            w.add_module(
+                &m.path,
+                &m.version,
+                m.def.clone().unwrap_or_else(ModuleDef::web),
+            );
         }
-        w.set_platform(self.platform.clone());
         for s in &self.sources {
             w.namespace(&s.id.namespace);
             match &s.artifact {

@@ -156,9 +156,6 @@ pub struct ModuleDef {
     /// Evaluating this version always fails this way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RenderError>,
-    /// An OPM module (SPEC §30): it renders only through a Ready Platform.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub opm: bool,
 }
 
 impl ModuleDef {
@@ -193,7 +190,6 @@ impl ModuleDef {
             defaults: defaults.as_object().cloned().unwrap_or_default(),
             closed: true,
             error: None,
-            opm: false,
         }
     }
 
@@ -312,10 +308,6 @@ pub struct Catalog {
     pub artifacts: BTreeMap<String, ArtifactDef>,
     /// By `path@version`.
     pub modules: BTreeMap<String, ModuleDef>,
-    /// The digest of the Ready Platform `cluster` (SPEC §30); `None`: no Ready Platform, so
-    /// OPM modules wait with `PlatformNotReady`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform: Option<String>,
 }
 
 impl Catalog {
@@ -330,22 +322,6 @@ impl Catalog {
     /// Publishes `path@version` to the simulated registry, replacing an earlier definition.
     pub fn add_module(&mut self, path: &str, version: &str, def: ModuleDef) {
         self.modules.insert(format!("{path}@{version}"), def);
-    }
-
-    /// Whether `path@version` is an OPM module (renders through the Platform).
-    pub fn is_opm(&self, path: &str, version: &str) -> bool {
-        self.modules
-            .get(&format!("{path}@{version}"))
-            .is_some_and(|m| m.opm)
-    }
-
-    /// The Platform digest an OPM render of `path@version` uses (empty: a plain render).
-    pub fn platform_of(&self, path: &str, version: &str) -> String {
-        if self.is_opm(path, version) {
-            self.platform.clone().unwrap_or_default()
-        } else {
-            String::new()
-        }
     }
 
     /// The artifact served at `url`, if any.
@@ -363,9 +339,6 @@ impl Catalog {
         values: Option<&Value>,
     ) -> Exported {
         match self.modules.get(&format!("{path}@{version}")) {
-            Some(m) if m.opm && self.platform.is_none() => Err(RenderError::PlatformNotReady {
-                message: "no Platform cluster exists".into(),
-            }),
             Some(m) => m.render(name, namespace, values),
             None => Err(RenderError::Resolution {
                 message: format!("module {path}@{version}: module not found"),

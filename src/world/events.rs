@@ -73,15 +73,6 @@ pub enum WorldEvent {
         /// The content; its digest and url are filled in when empty.
         artifact: ArtifactDef,
     },
-    /// The Platform `cluster` (SPEC §30) turns Ready with this digest, changes to it, or
-    /// (`None`) goes away or stops being Ready. Every release of an OPM module is
-    /// re-triggered when it becomes Ready or its digest changes, as the operator's Platform
-    /// watch does.
-    Platform {
-        /// The Ready Platform's digest; `None`: no Ready Platform.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        digest: Option<String>,
-    },
     /// The source's Ready turns False (its artifact is kept).
     SourceNotReady {
         /// The source whose readiness is lost.
@@ -195,9 +186,6 @@ impl World {
             }
             WorldEvent::NewArtifact { source, artifact } => {
                 self.publish(&source, artifact);
-            }
-            WorldEvent::Platform { digest } => {
-                self.set_platform(digest);
             }
             WorldEvent::SourceNotReady { source, message } => {
                 let s = self.catalog.sources.entry(source).or_default();

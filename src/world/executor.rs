@@ -512,10 +512,6 @@ impl World {
     }
 
     fn render(&self, request: &RenderRequest) -> Result<RenderOutput, RenderError> {
-        let platform = match request {
-            RenderRequest::Module { path, version, .. } => self.catalog.platform_of(path, version),
-            RenderRequest::Artifact { .. } => String::new(),
-        };
         let value = match request {
             RenderRequest::Module {
                 path,
@@ -562,7 +558,7 @@ impl World {
             bytes: serialized_len(&value),
             value,
             cluster_scoped: cluster_scoped.into_iter().collect(),
-            platform,
+            platform: String::new(),
         })
     }
 

@@ -421,31 +421,6 @@ impl World {
     }
 
     /// A watch event: the release is due now (unless already due sooner).
-    /// Sets the Ready Platform's digest (SPEC §30); a Platform turning Ready or changing
-    /// re-triggers every release of an OPM module.
-    pub fn set_platform(&mut self, digest: Option<String>) -> &mut Self {
-        self.epoch += 1;
-        let changed = self.catalog.platform != digest;
-        self.catalog.platform = digest;
-        if changed && self.catalog.platform.is_some() {
-            let keys: Vec<ReleaseKey> = self
-                .releases
-                .keys()
-                .filter(|k| match self.releases.get(k) {
-                    Some(ReleaseObject::ModuleRelease(mr)) => self
-                        .catalog
-                        .is_opm(&mr.spec.module.path, &mr.spec.module.version),
-                    _ => false,
-                })
-                .cloned()
-                .collect();
-            for k in keys {
-                self.trigger(&k, "platform");
-            }
-        }
-        self
-    }
-
     fn trigger(&mut self, key: &ReleaseKey, why: &'static str) {
         self.trigger_at(key, self.now, why);
     }

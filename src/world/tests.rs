@@ -9,7 +9,6 @@ use crate::constants::FINALIZER;
 use crate::effect::{ApplyStage, Deletion, Effect, EffectKind, SourceLocator};
 use crate::input::{ApiError, ApplyAction, FetchError, InputKind, SourceError};
 use crate::object::DesiredObject;
-use crate::outcome::Outcome;
 
 fn t(s: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + s).unwrap()
@@ -441,7 +440,6 @@ fn a_second_release_of_a_fixed_name_object_is_refused_every_time() {
             defaults: Default::default(),
             closed: false,
             error: None,
-            opm: false,
         },
     );
     let mut keys = Vec::new();
@@ -656,51 +654,4 @@ fn memoised_attempts_change_nothing() {
     assert_eq!(memo.store(), plain.store());
     assert_eq!(memo.metrics(), plain.metrics());
     assert_eq!(memo.now(), plain.now());
-}
-
-/// SPEC §30 in the simulated world: an OPM module without a Ready Platform waits
-/// (`PlatformNotReady`, soft, 30s); the Platform turning Ready re-triggers it at once and it
-/// applies; a Platform digest change re-triggers it and it applies again (no NoOp), while a
-/// plain module is untouched by either.
-#[test]
-fn an_opm_module_waits_for_the_platform_and_follows_its_digest() {
-    let (mut w, plain) = world();
-    let mut def = ModuleDef::web();
-    def.opm = true;
-    w.add_module("example.com/opm/web@v1", "v1.0.0", def);
-    let opm = w
-        .create_release(fixtures::module_release(
-            "demo",
-            "opm",
-            "example.com/opm/web@v1",
-            "v1.0.0",
-        ))
-        .unwrap();
-    let log = w.run_attempt(&opm).unwrap();
-    assert_eq!(log.reason, "PlatformNotReady");
-    assert_eq!(log.requeue_after, Some(Duration::from_secs(30)));
-    assert_eq!(
-        w.run_attempt(&plain).unwrap().outcome,
-        Some(Outcome::Applied)
-    );
-    let before = w.triggers().len();
-    w.apply_event(WorldEvent::Platform {
-        digest: Some("sha256:aa".into()),
-    })
-    .unwrap();
-    assert_eq!(w.due(&opm), Some(w.now()), "re-triggered at once");
-    assert!(
-        w.triggers()[before..]
-            .iter()
-            .all(|t| t.key == opm && t.why == "platform")
-    );
-    assert_eq!(w.run_attempt(&opm).unwrap().outcome, Some(Outcome::Applied));
-    assert_eq!(w.run_attempt(&opm).unwrap().outcome, Some(Outcome::NoOp));
-    w.apply_event(WorldEvent::Platform {
-        digest: Some("sha256:bb".into()),
-    })
-    .unwrap();
-    assert_eq!(w.due(&opm), Some(w.now()));
-    assert_eq!(w.run_attempt(&opm).unwrap().outcome, Some(Outcome::Applied));
-    assert_eq!(w.run_attempt(&plain).unwrap().outcome, Some(Outcome::NoOp));
 }
