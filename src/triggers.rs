@@ -57,6 +57,13 @@ pub fn waits_for_service_account(status: Option<&ReleaseStatus>) -> bool {
     })
 }
 
+/// Whether a release with this status waits for the Platform (SPEC §30): its Ready reason is
+/// `PlatformNotReady`. The Platform turning Ready (or getting a new digest) re-triggers it
+/// at once, with every release that rendered through the Platform.
+pub fn waits_for_platform(status: Option<&ReleaseStatus>) -> bool {
+    ready_condition(status).is_some_and(|c| c.reason == Reason::PlatformNotReady.as_str())
+}
+
 /// Whether an attempt's end forgets the release's metric series (SPEC §21 "series of a
 /// deleted release are removed"): it found the release gone, or it removed the finalizer of
 /// a deleting release (`Deleted`), after which no attempt follows. Forgotten at the end, so

@@ -15,8 +15,8 @@ use opm_core::Config;
 use opm_core::duration;
 use opm_core::object::ReleaseObject;
 use opm_core::world::{
-    ArtifactDef, Fault, FaultError, Grant, ModuleDef, SimRollout, SourceId, TimelineEntry, World,
-    WorldError, WorldEvent,
+    ArtifactDef, Fault, FaultError, Grant, ModuleDef, PlatformDef, SimRollout, SourceId,
+    TimelineEntry, World, WorldError, WorldEvent,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -46,6 +46,10 @@ pub struct ScenarioModule {
     /// The web example module when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub def: Option<ModuleDef>,
+    /// An OPM module of core v2 (SPEC §30): its releases render through the Platform (the
+    /// same as `opm: true` in `def`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub opm: bool,
 }
 
 /// A Flux source and the artifact it starts with (none: not ready).
@@ -137,6 +141,11 @@ pub struct Scenario {
     /// or failed then with `fails: true`. Absent objects are healthy once applied.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub rollouts: BTreeMap<String, SimRollout>,
+    /// The Platform `cluster` at the start (SPEC §30), evaluated at once; absent: none, so
+    /// releases of OPM modules (`opm: true`) wait with `PlatformNotReady` until a
+    /// `createPlatform` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<PlatformDef>,
 }
 
 /// A release manifest (`kind: ModuleRelease` or `Release`) as a [`ReleaseObject`].
@@ -223,12 +232,13 @@ impl Scenario {
         for (name, r) in &self.rollouts {
             w.simulate_rollout(name, r.clone());
         }
+        if let Some(p) = &self.platform {
+            w.apply_platform(p);
+        }
         for m in &self.modules {
-            w.add_module(
-                &m.path,
-                &m.version,
-                m.def.clone().unwrap_or_else(ModuleDef::web),
-            );
+            let mut def = m.def.clone().unwrap_or_else(ModuleDef::web);
+            def.opm |= m.opm;
+            w.add_module(&m.path, &m.version, def);
         }
         for s in &self.sources {
             w.namespace(&s.id.namespace);

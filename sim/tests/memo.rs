@@ -49,6 +49,7 @@ fn the_memo_changes_no_example_scenario() {
         "stalled-render.yaml",
         "flaky-fleet.yaml",
         "slow-rollout.yaml",
+        "missing-platform.yaml",
     ] {
         same_with_and_without_memo(&load(&dir.join(name)), name);
     }

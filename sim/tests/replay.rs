@@ -54,6 +54,39 @@ fn recorded_attempts_replay_identically_from_a_file_or_a_directory() {
 }
 
 #[test]
+fn platform_runs_replay_identically() {
+    // Soft blocks without a Platform, the re-triggered renders with its digest, the
+    // re-render after its change: every recorded attempt gives the same effects again.
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("traces");
+    ok(&[
+        "run",
+        &example("missing-platform.yaml"),
+        "--quiet",
+        "--trace-dir",
+        &t.display().to_string(),
+    ]);
+    let o = replay(&t);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("80 attempts in"), "{}", stderr(&o));
+    let text = std::fs::read_to_string(t.join("trace-000000.jsonl")).unwrap();
+    assert!(text.contains("\"platformNotReady\""), "soft blocks recorded");
+    assert!(text.contains("\"platform\":\"sha256:"), "renders carry the digest");
+    // Replay checks what it is fed: a render claiming another Platform digest differs.
+    let digest = text
+        .split("\"platform\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned();
+    let other = format!("sha256:{}", "0".repeat(64));
+    let tampered = text.replacen(&digest, &other, 1);
+    std::fs::write(t.join("trace-000000.jsonl"), tampered).unwrap();
+    let o = replay(&t);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+}
+
+#[test]
 fn explain_prints_each_step_input_then_effects() {
     let (_d, file) = traces();
     let out = ok(&["replay", "--explain", &file.display().to_string()]);

@@ -86,6 +86,58 @@ fn stalled_render_then_a_new_source_revision_then_ready() {
 }
 
 #[test]
+fn opm_releases_wait_for_the_platform_then_converge_and_rerender_on_a_platform_change() {
+    let file = example("missing-platform.yaml");
+    golden("missing-platform.txt", &ok(&["run", &file, "--quiet"]));
+    let doc = json("missing-platform.yaml");
+    let at = |a: &serde_json::Value| a["atMs"].as_u64().unwrap();
+    let created = 10 * MIN + 15_000;
+    let changed = 32 * MIN;
+    let deleted = 54 * MIN;
+    for name in ["web", "shop"] {
+        let rel = attempts_of(&doc, name);
+        // No Platform: soft-blocked every 30s, nothing applied.
+        let waiting: Vec<_> = rel.iter().take_while(|a| at(a) < created).collect();
+        assert_eq!(waiting.len(), 21, "{name}: 0s, 30s, … 10m");
+        for a in &waiting {
+            assert_eq!(a["outcome"], "failed_transient", "{name} {a}");
+            assert_eq!(a["reason"], "PlatformNotReady", "{name} {a}");
+            assert_eq!(a["ready"], "False");
+            assert_eq!(a["requeueAfterMs"], 30_000);
+            assert_eq!(
+                a["message"],
+                "waiting for Platform cluster: no Platform cluster exists; create one naming the catalogs (kubectl get plat)"
+            );
+        }
+        // The Platform turning Ready re-triggers at once (not at the next 30s retry).
+        let ready = rel[waiting.len()];
+        assert_eq!(at(ready), created, "{name}");
+        assert_eq!(ready["outcome"], "applied");
+        assert_eq!(ready["ready"], "True");
+        // Then NoOps until the Platform's new digest re-renders it at once, and it applies.
+        let before: Vec<_> = rel
+            .iter()
+            .filter(|a| at(a) > created && at(a) < changed)
+            .collect();
+        assert!(before.iter().all(|a| a["outcome"] == "no_op"), "{name}");
+        let bump = rel.iter().find(|a| at(a) >= changed).unwrap();
+        assert_eq!(at(bump), changed, "{name}: re-triggered by the change");
+        assert_eq!(bump["outcome"], "applied", "{name}: config digest changed");
+        // Deleted: nothing re-triggers; the next periodic attempt waits again.
+        let after: Vec<_> = rel.iter().filter(|a| at(a) > deleted).collect();
+        assert_eq!(at(after[0]), 57 * MIN, "{name}");
+        assert_eq!(after[0]["reason"], "PlatformNotReady");
+        assert_eq!(final_of(&doc, name)["readyReason"], "PlatformNotReady");
+    }
+    // The plain release never waits and is never disturbed by the Platform.
+    let plain = attempts_of(&doc, "plain");
+    assert_eq!(plain[0]["outcome"], "applied");
+    assert!(plain[1..].iter().all(|a| a["outcome"] == "no_op"));
+    assert!(plain.iter().all(|a| at(a) % (5 * MIN) == 0), "on its own schedule");
+    assert_eq!(final_of(&doc, "plain")["ready"], "True");
+}
+
+#[test]
 fn the_same_scenario_and_seed_give_byte_identical_text_json_and_svg() {
     let dir = tempfile::tempdir().unwrap();
     let file = example("flaky-fleet.yaml");
@@ -114,6 +166,8 @@ fn every_attempt_through_the_core_gives_the_same_output() {
         "flaky-fleet.yaml",
         "slow-rollout.yaml",
         "artifact-outage.yaml",
+        // A Platform event bumps the world's epoch: no memo made before it answers after.
+        "missing-platform.yaml",
     ] {
         let file = example(name);
         for format in [&[][..], &["--json"][..]] {

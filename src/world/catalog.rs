@@ -75,6 +75,10 @@ pub struct ArtifactDef {
     /// Download or extraction fails this way (e.g. a traversal entry).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broken: Option<FetchError>,
+    /// Every package in it is an authored OPM instance package (`instance.cue`, SPEC §30):
+    /// rendered through the Platform, so it waits with `PlatformNotReady` without a Ready one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub opm: bool,
 }
 
 impl ArtifactDef {
@@ -87,6 +91,7 @@ impl ArtifactDef {
             size: 0,
             paths: BTreeMap::from([(normalise_path(path), Ok(exported(name, ns, components)))]),
             broken: None,
+            opm: false,
         }
     }
 
@@ -94,7 +99,11 @@ impl ArtifactDef {
     pub fn sealed(mut self) -> Self {
         if self.digest.is_empty() {
             let content = serde_json::to_value(&self.paths).unwrap_or(Value::Null);
-            let body = format!("{}\n{}", self.revision, digest::canonical_json(&content));
+            let mut body = format!("{}\n{}", self.revision, digest::canonical_json(&content));
+            // An instance package is other content than a plain one; plain digests stay as they were.
+            if self.opm {
+                body.push_str("\nopm");
+            }
             self.digest = digest::sha256(body.as_bytes());
         }
         if self.url.is_empty() {
@@ -156,6 +165,11 @@ pub struct ModuleDef {
     /// Evaluating this version always fails this way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RenderError>,
+    /// An OPM module of core v2 (its `cue.mod` depends on `opmodel.dev/core@v2`, SPEC §30):
+    /// its releases render through the Platform and wait with `PlatformNotReady` without a
+    /// Ready one. The flavour is the module version's, as the operator decides it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub opm: bool,
 }
 
 impl ModuleDef {
@@ -190,6 +204,15 @@ impl ModuleDef {
             defaults: defaults.as_object().cloned().unwrap_or_default(),
             closed: true,
             error: None,
+            opm: false,
+        }
+    }
+
+    /// [`ModuleDef::web`] as an OPM module: the same objects, rendered through the Platform.
+    pub fn opm_web() -> Self {
+        Self {
+            opm: true,
+            ..Self::web()
         }
     }
 
@@ -343,6 +366,20 @@ impl Catalog {
             None => Err(RenderError::Resolution {
                 message: format!("module {path}@{version}: module not found"),
             }),
+        }
+    }
+
+    /// Whether a render of this request goes through the Platform (SPEC §30): the module
+    /// version, or the cached artifact, is OPM. Unknown ones are not (their render fails).
+    pub fn renders_through_platform(&self, request: &crate::effect::RenderRequest) -> bool {
+        match request {
+            crate::effect::RenderRequest::Module { path, version, .. } => self
+                .modules
+                .get(&format!("{path}@{version}"))
+                .is_some_and(|m| m.opm),
+            crate::effect::RenderRequest::Artifact {
+                artifact_digest, ..
+            } => self.artifacts.get(artifact_digest).is_some_and(|a| a.opm),
         }
     }
 

@@ -146,6 +146,25 @@ pub enum WorldEvent {
     /// The operator process restarts: the work queue is rebuilt from a full list (every
     /// release due at once) and in-memory metrics start from zero.
     OperatorRestart,
+    /// The Platform `cluster` is created, or its spec replaced (`kubectl apply`), and the
+    /// operator evaluates it (SPEC §30). Turning Ready, or Ready with a new digest,
+    /// re-triggers every OPM release at once.
+    #[serde(alias = "platformCreate")]
+    CreatePlatform {
+        /// Its spec, and what evaluating it gives.
+        platform: super::PlatformDef,
+    },
+    /// The existing Platform's spec is replaced, e.g. a catalog version bump: a new digest,
+    /// so every OPM release re-renders and applies. Without a Platform, nothing changes.
+    #[serde(alias = "platformChange")]
+    ChangePlatform {
+        /// Its new spec, and what evaluating it gives.
+        platform: super::PlatformDef,
+    },
+    /// The Platform is deleted: OPM releases wait with `PlatformNotReady` from their next
+    /// attempt on, keeping their objects.
+    #[serde(alias = "platformDelete")]
+    DeletePlatform,
 }
 
 impl World {
@@ -219,6 +238,15 @@ impl World {
             } => self.store.write_field(&id, &manager, field, value),
             WorldEvent::DeleteObject { id } => {
                 let _ = self.store.delete(&id, None);
+            }
+            WorldEvent::CreatePlatform { platform } => {
+                self.apply_platform(&platform);
+            }
+            WorldEvent::ChangePlatform { platform } => {
+                self.change_platform(&platform);
+            }
+            WorldEvent::DeletePlatform => {
+                self.delete_platform();
             }
             WorldEvent::OperatorRestart => {
                 self.metrics = Default::default();

@@ -247,7 +247,7 @@ impl World {
             Effect::Render { request } => InputKind::Rendered {
                 result: match fault.as_ref().and_then(FaultError::as_render) {
                     Some(e) => Err(e),
-                    None => self.render(request),
+                    None => self.render(key, request),
                 },
             },
             Effect::CheckServiceAccount { namespace, name } => InputKind::ServiceAccountChecked {
@@ -511,7 +511,20 @@ impl World {
         })
     }
 
-    fn render(&self, request: &RenderRequest) -> Result<RenderOutput, RenderError> {
+    fn render(
+        &mut self,
+        key: &ReleaseKey,
+        request: &RenderRequest,
+    ) -> Result<RenderOutput, RenderError> {
+        // SPEC §30: an OPM module or instance renders through the Ready Platform (its digest
+        // goes with the output into the config digest) or waits for one.
+        let platform = if self.catalog.renders_through_platform(request) {
+            self.note_opm_release(key);
+            self.platform_ready()
+                .map_err(|message| RenderError::PlatformNotReady { message })?
+        } else {
+            String::new()
+        };
         let value = match request {
             RenderRequest::Module {
                 path,
@@ -558,7 +571,7 @@ impl World {
             bytes: serialized_len(&value),
             value,
             cluster_scoped: cluster_scoped.into_iter().collect(),
-            platform: String::new(),
+            platform,
         })
     }
 

@@ -18,6 +18,7 @@
 //!
 //! * setup: [`World::new`], then command mutators ([`World::namespace`],
 //!   [`World::add_module`], [`World::publish`], [`World::add_service_account`],
+//!   [`World::apply_platform`],
 //!   [`World::create_release`], [`World::add_fault`], [`World::schedule`]);
 //! * drive: [`World::run_attempt`] (one attempt drained to `Done`), [`World::step`] (the
 //!   next due thing), [`World::drive_until`], [`World::drive_bounded`] (fails with
@@ -36,6 +37,7 @@ pub mod fixtures;
 mod health;
 mod log;
 mod memo;
+mod platform;
 mod prng;
 mod rbac;
 mod releases;
@@ -55,6 +57,7 @@ pub use executor::{Metrics, RecordedEvent};
 pub use faults::{Fault, FaultError, FaultMismatch, FaultSchedule};
 pub use health::SimRollout;
 pub use log::{AttemptLog, TimelineEntry, Trigger};
+pub use platform::{DEFAULT_TRANSFORMERS, PlatformDef};
 pub use prng::SplitMix64;
 pub use rbac::{Grant, Rbac, Verb};
 pub use releases::{EditError, ReleaseRecord, Releases, merge_patch};
@@ -165,6 +168,13 @@ pub struct World {
     memos: store::FixedHashMap<ReleaseKey, memo::AttemptMemo>,
     /// Attempts answered from [`World::memos`].
     memo_hits: u64,
+    /// The Platform `cluster` (SPEC §30) as the operator's controller left it, if any.
+    platform: Option<crate::api::platform::Platform>,
+    /// The digest of the Ready Platform when it was last checked (none: not Ready), so only
+    /// a change of it re-triggers the OPM releases.
+    platform_ready_digest: Option<String>,
+    /// Releases that rendered or waited through the Platform (the operator's record of them).
+    opm_releases: BTreeSet<ReleaseKey>,
 }
 
 impl World {
@@ -201,6 +211,9 @@ impl World {
             memo: true,
             memos: Default::default(),
             memo_hits: 0,
+            platform: None,
+            platform_ready_digest: None,
+            opm_releases: BTreeSet::new(),
         }
     }
 

@@ -440,6 +440,7 @@ fn a_second_release_of_a_fixed_name_object_is_refused_every_time() {
             defaults: Default::default(),
             closed: false,
             error: None,
+            opm: false,
         },
     );
     let mut keys = Vec::new();
