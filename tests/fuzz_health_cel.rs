@@ -182,7 +182,7 @@ fn costly(r: &mut Rng, depth: u32, vars: &mut Vec<String>) -> String {
         0 => "spec.big".to_string(),
         1 => format!("string({v})"),
         2 => format!("({v} in data ? data[{v}] : string({v}))"),
-        _ => format!("{}", r.pick(&["data.k00001", "status.phase"])),
+        _ => r.pick(&["data.k00001", "status.phase"]).to_string(),
     };
     let inner = if depth > 0 && r.below(2) == 0 {
         Some(costly(r, depth - 1, vars))

@@ -711,7 +711,8 @@ async fn render(
                     .render_instance(&renderer, &digest, &r.spec.path, handle.root(), &dir)
                     .await
                     .map_err(|e| render_error(e, secrets))?;
-                return Ok(opm_operator::cue::rendered::Rendered::into_parts(r));
+                let (exported, bytes) = opm_operator::cue::rendered::Rendered::into_parts(r);
+                return Ok((exported, bytes, Vec::new()));
             }
             let rendered = renderer
                 .render_package(&dir)
