@@ -75,7 +75,10 @@ fn world(retention: Retention, memo: bool) -> (World, [ReleaseKey; 3]) {
             "metadata": {"name": "shop"}, "data": {"tier": "gold"}}}}),
     );
     instance.opm = true;
-    w.publish(&SourceId::new("OCIRepository", "demo", "instances"), instance);
+    w.publish(
+        &SourceId::new("OCIRepository", "demo", "instances"),
+        instance,
+    );
     let web = w
         .create_release(fixtures::module_release("demo", "web", OPM, "v1.0.0"))
         .unwrap();
@@ -156,7 +159,12 @@ fn a_platform_created_later_retriggers_the_waiting_releases_at_once_and_they_con
     w.drive_until(at(100 + 3 * 300)).unwrap();
     for k in [&web, &shop] {
         let a = attempts(&w, k);
-        assert!(a.iter().rev().take(3).all(|e| e.outcome == Some(Outcome::NoOp)));
+        assert!(
+            a.iter()
+                .rev()
+                .take(3)
+                .all(|e| e.outcome == Some(Outcome::NoOp))
+        );
     }
     assert!(w.unsettled().is_empty(), "{:?}", w.unsettled());
 }
@@ -183,7 +191,11 @@ fn a_platform_change_rerenders_every_opm_release_and_leaves_plain_ones_alone() {
     assert_ne!(w.platform_ready().unwrap(), old_digest);
     for (k, b) in [&web, &shop].into_iter().zip(&before) {
         let last = *attempts(&w, k).last().unwrap();
-        assert_eq!(last.started_at, at(1010), "{k:?}: re-triggered by the change");
+        assert_eq!(
+            last.started_at,
+            at(1010),
+            "{k:?}: re-triggered by the change"
+        );
         assert_eq!(last.outcome, Some(Outcome::Applied), "{k:?}");
         let s = status(&w, k);
         assert_ne!(
@@ -193,7 +205,11 @@ fn a_platform_change_rerenders_every_opm_release_and_leaves_plain_ones_alone() {
         assert_eq!(s.last_applied_source_digest, b.last_applied_source_digest);
         assert_eq!(ready(&w, k), "True/ReconciliationSucceeded");
     }
-    assert_eq!(attempts(&w, &plain).len(), plain_attempts, "plain: no attempt");
+    assert_eq!(
+        attempts(&w, &plain).len(),
+        plain_attempts,
+        "plain: no attempt"
+    );
     assert_eq!(status(&w, &plain), &before[2], "plain: status untouched");
     // A plain release's periodic attempt after the change is still a NoOp.
     w.drive_until(at(1500)).unwrap();
@@ -242,7 +258,11 @@ fn a_platform_that_is_not_ready_or_deleted_retriggers_nothing_and_objects_stay()
     );
     w.drive_until(at(40)).unwrap();
     assert_eq!(ready(&w, &web), "True/ReconciliationSucceeded");
-    assert_eq!(w.platform().unwrap().metadata.generation, Some(1), "same spec");
+    assert_eq!(
+        w.platform().unwrap().metadata.generation,
+        Some(1),
+        "same spec"
+    );
     let applied = objects_of(&w, "web");
     // Deleted: nothing re-triggers; the next periodic attempt (340s) waits again, and the
     // applied objects stay.
