@@ -62,12 +62,14 @@ core-purity:
 # Issue 7's long runs (CI runs them): a million generated archives through the extractor, a
 # million generated values through the value→objects conversion, a hundred thousand whole attempts
 # from generated spec values (1-2 minutes in a debug build), and ten thousand random
-# fault schedules in the simulated world (a release build). Each prints its figures.
+# fault schedules in the simulated world (a release build), and a hundred thousand generated
+# health expressions over generated objects (a release build, as the operator runs them:
+# the debug build is ~10x slower). Each prints its figures.
 fuzz:
 	OPM_FUZZ_CASES=1000000 cargo test --locked -p opm-operator --test fuzz_extract -- --nocapture
 	OPM_FUZZ_CASES=1000000 cargo test --locked -p opm-core --test fuzz_render_value -- --nocapture
 	OPM_FUZZ_CASES=100000 cargo test --locked -p opm-core --test fuzz_spec -- --nocapture
-	OPM_FUZZ_CASES=100000 cargo test --locked -p opm-core --test fuzz_health_cel -- --nocapture
+	OPM_FUZZ_CASES=100000 cargo test --release --locked -p opm-core --test fuzz_health_cel -- --nocapture
 	cargo bench --locked -p opm-core --bench fault_schedules
 
 # Side by side with Flux kustomize-controller (builds it from its Go module once, then
