@@ -2,11 +2,16 @@
 //! operator: OPM releases (an OPM module's `ModuleRelease`, an OPM instance package's
 //! `Release`) soft-block with `PlatformNotReady` without a Ready Platform, re-trigger when
 //! it turns Ready, re-render when its digest changes; plain releases never notice it. The
-//! attempt memo never answers across a Platform event.
+//! attempt memo never answers across a Platform event. A property drives random Platform
+//! histories (created, bumped, failing, deleted, releases switched to and from an OPM
+//! module version) through the shared base world of the property tests.
+
+mod world_support;
 
 use std::time::Duration;
 
 use jiff::Timestamp;
+use opm_core::Effect;
 use opm_core::api::ReleaseStatus;
 use opm_core::opm::platform::Evaluation;
 use opm_core::outcome::Outcome;
@@ -15,6 +20,7 @@ use opm_core::world::{
     fixtures,
 };
 use opm_core::{Config, ReleaseKey};
+use proptest::prelude::*;
 use serde_json::json;
 
 const PLAIN: &str = "example.com/modules/web@v0";
@@ -75,7 +81,10 @@ fn world(retention: Retention, memo: bool) -> (World, [ReleaseKey; 3]) {
             "metadata": {"name": "shop"}, "data": {"tier": "gold"}}}}),
     );
     instance.opm = true;
-    w.publish(&SourceId::new("OCIRepository", "demo", "instances"), instance);
+    w.publish(
+        &SourceId::new("OCIRepository", "demo", "instances"),
+        instance,
+    );
     let web = w
         .create_release(fixtures::module_release("demo", "web", OPM, "v1.0.0"))
         .unwrap();
@@ -156,7 +165,12 @@ fn a_platform_created_later_retriggers_the_waiting_releases_at_once_and_they_con
     w.drive_until(at(100 + 3 * 300)).unwrap();
     for k in [&web, &shop] {
         let a = attempts(&w, k);
-        assert!(a.iter().rev().take(3).all(|e| e.outcome == Some(Outcome::NoOp)));
+        assert!(
+            a.iter()
+                .rev()
+                .take(3)
+                .all(|e| e.outcome == Some(Outcome::NoOp))
+        );
     }
     assert!(w.unsettled().is_empty(), "{:?}", w.unsettled());
 }
@@ -183,7 +197,11 @@ fn a_platform_change_rerenders_every_opm_release_and_leaves_plain_ones_alone() {
     assert_ne!(w.platform_ready().unwrap(), old_digest);
     for (k, b) in [&web, &shop].into_iter().zip(&before) {
         let last = *attempts(&w, k).last().unwrap();
-        assert_eq!(last.started_at, at(1010), "{k:?}: re-triggered by the change");
+        assert_eq!(
+            last.started_at,
+            at(1010),
+            "{k:?}: re-triggered by the change"
+        );
         assert_eq!(last.outcome, Some(Outcome::Applied), "{k:?}");
         let s = status(&w, k);
         assert_ne!(
@@ -193,7 +211,11 @@ fn a_platform_change_rerenders_every_opm_release_and_leaves_plain_ones_alone() {
         assert_eq!(s.last_applied_source_digest, b.last_applied_source_digest);
         assert_eq!(ready(&w, k), "True/ReconciliationSucceeded");
     }
-    assert_eq!(attempts(&w, &plain).len(), plain_attempts, "plain: no attempt");
+    assert_eq!(
+        attempts(&w, &plain).len(),
+        plain_attempts,
+        "plain: no attempt"
+    );
     assert_eq!(status(&w, &plain), &before[2], "plain: status untouched");
     // A plain release's periodic attempt after the change is still a NoOp.
     w.drive_until(at(1500)).unwrap();
@@ -242,7 +264,11 @@ fn a_platform_that_is_not_ready_or_deleted_retriggers_nothing_and_objects_stay()
     );
     w.drive_until(at(40)).unwrap();
     assert_eq!(ready(&w, &web), "True/ReconciliationSucceeded");
-    assert_eq!(w.platform().unwrap().metadata.generation, Some(1), "same spec");
+    assert_eq!(
+        w.platform().unwrap().metadata.generation,
+        Some(1),
+        "same spec"
+    );
     let applied = objects_of(&w, "web");
     // Deleted: nothing re-triggers; the next periodic attempt (340s) waits again, and the
     // applied objects stay.
@@ -326,4 +352,54 @@ fn a_platform_event_bumps_the_epoch_so_no_memo_answers_across_it() {
         .find(|e| e.started_at > at(4010))
         .unwrap();
     assert_eq!(after_event.reason, "PlatformNotReady");
+}
+
+const HORIZON: u32 = 2 * 3600;
+
+/// Platform events, and releases switched between the plain (`v0.2.1`) and the OPM
+/// ([`world_support::OPM_VERSION`]) version of the module, with restarts and reconcile
+/// requests between them.
+fn platform_history() -> impl Strategy<Value = Vec<(u32, world_support::Ev)>> {
+    use world_support::Ev;
+    let ev = prop_oneof![
+        3 => (0u8..4).prop_map(|variant| Ev::Platform { variant }),
+        3 => (0usize..4, prop::sample::select(vec![0u8, 3]))
+            .prop_map(|(r, variant)| Ev::Version { r, variant }),
+        1 => Just(Ev::Restart),
+        1 => (0usize..4, any::<u8>()).prop_map(|(r, token)| Ev::Request { r, token }),
+    ];
+    prop::collection::vec((0..HORIZON, ev), 1..16)
+}
+
+proptest! {
+    #![proptest_config(world_support::pt_config("proptest-regressions/world_platform.txt", 24))]
+
+    /// Whatever the Platform did, a release waiting for it applied and pruned nothing and
+    /// came back in 30s; once a Ready Platform exists, every release converges within the
+    /// shared bound, as after any heal.
+    #[test]
+    fn opm_releases_never_apply_without_a_ready_platform_and_converge_once_it_is(
+        s in world_support::setup(),
+        h in platform_history(),
+    ) {
+        let mut w = world_support::run(&s, &h, HORIZON);
+        for log in w.logs() {
+            if log.reason != "PlatformNotReady" {
+                continue;
+            }
+            prop_assert_eq!(log.outcome, Some(Outcome::FailedTransient));
+            prop_assert_eq!(log.requeue_after, Some(Duration::from_secs(30)));
+            prop_assert!(
+                !log.effects().any(|e| matches!(e, Effect::Apply { .. } | Effect::Prune { .. })),
+                "{:?} applied or pruned while waiting for the Platform",
+                log.key
+            );
+        }
+        w.apply_platform(&world_support::platform("v2.1.0"));
+        let used = w
+            .drive_bounded(world_support::BOUND)
+            .map_err(|e| TestCaseError::fail(format!("{e}")))?;
+        prop_assert!(used <= world_support::BOUND);
+        world_support::check_converged(&w)?;
+    }
 }

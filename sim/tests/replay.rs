@@ -70,8 +70,14 @@ fn platform_runs_replay_identically() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("80 attempts in"), "{}", stderr(&o));
     let text = std::fs::read_to_string(t.join("trace-000000.jsonl")).unwrap();
-    assert!(text.contains("\"platformNotReady\""), "soft blocks recorded");
-    assert!(text.contains("\"platform\":\"sha256:"), "renders carry the digest");
+    assert!(
+        text.contains("\"platformNotReady\""),
+        "soft blocks recorded"
+    );
+    assert!(
+        text.contains("\"platform\":\"sha256:"),
+        "renders carry the digest"
+    );
     // Replay checks what it is fed: a render claiming another Platform digest differs.
     let digest = text
         .split("\"platform\":\"")

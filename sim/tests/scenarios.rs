@@ -133,7 +133,10 @@ fn opm_releases_wait_for_the_platform_then_converge_and_rerender_on_a_platform_c
     let plain = attempts_of(&doc, "plain");
     assert_eq!(plain[0]["outcome"], "applied");
     assert!(plain[1..].iter().all(|a| a["outcome"] == "no_op"));
-    assert!(plain.iter().all(|a| at(a) % (5 * MIN) == 0), "on its own schedule");
+    assert!(
+        plain.iter().all(|a| at(a) % (5 * MIN) == 0),
+        "on its own schedule"
+    );
     assert_eq!(final_of(&doc, "plain")["ready"], "True");
 }
 

@@ -55,13 +55,15 @@ impl PlatformDef {
     }
 
     fn evaluation(&self) -> Evaluation {
-        self.evaluation.clone().unwrap_or_else(|| Evaluation::Resolved {
-            transformers: rules::normalise(&self.spec)
-                .catalogs
-                .into_iter()
-                .map(|c| (c.path, DEFAULT_TRANSFORMERS))
-                .collect(),
-        })
+        self.evaluation
+            .clone()
+            .unwrap_or_else(|| Evaluation::Resolved {
+                transformers: rules::normalise(&self.spec)
+                    .catalogs
+                    .into_iter()
+                    .map(|c| (c.path, DEFAULT_TRANSFORMERS))
+                    .collect(),
+            })
     }
 }
 
