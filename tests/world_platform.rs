@@ -2,11 +2,16 @@
 //! operator: OPM releases (an OPM module's `ModuleRelease`, an OPM instance package's
 //! `Release`) soft-block with `PlatformNotReady` without a Ready Platform, re-trigger when
 //! it turns Ready, re-render when its digest changes; plain releases never notice it. The
-//! attempt memo never answers across a Platform event.
+//! attempt memo never answers across a Platform event. A property drives random Platform
+//! histories (created, bumped, failing, deleted, releases switched to and from an OPM
+//! module version) through the shared base world of the property tests.
+
+mod world_support;
 
 use std::time::Duration;
 
 use jiff::Timestamp;
+use opm_core::Effect;
 use opm_core::api::ReleaseStatus;
 use opm_core::opm::platform::Evaluation;
 use opm_core::outcome::Outcome;
@@ -15,6 +20,7 @@ use opm_core::world::{
     fixtures,
 };
 use opm_core::{Config, ReleaseKey};
+use proptest::prelude::*;
 use serde_json::json;
 
 const PLAIN: &str = "example.com/modules/web@v0";
@@ -346,4 +352,127 @@ fn a_platform_event_bumps_the_epoch_so_no_memo_answers_across_it() {
         .find(|e| e.started_at > at(4010))
         .unwrap();
     assert_eq!(after_event.reason, "PlatformNotReady");
+}
+
+/// The full-log run of the Platform history: waiting, created, bumped, failing, deleted.
+fn full_history() -> World {
+    let (mut w, _) = world(Retention::Full, true);
+    w.schedule(
+        at(100),
+        WorldEvent::CreatePlatform {
+            platform: PlatformDef::catalog(CATALOG, "v2.0.0"),
+        },
+    );
+    w.schedule(
+        at(1010),
+        WorldEvent::ChangePlatform {
+            platform: PlatformDef::catalog(CATALOG, "v2.1.0"),
+        },
+    );
+    w.schedule(at(2010), WorldEvent::DeletePlatform);
+    w.drive_until(at(2500)).unwrap();
+    w
+}
+
+#[test]
+fn platform_runs_are_deterministic_and_their_traces_replay_identically() {
+    let a = full_history();
+    let b = full_history();
+    let trace = |w: &World| -> Vec<String> {
+        w.logs()
+            .iter()
+            .flat_map(|l| l.trace_lines(w.config()))
+            .collect()
+    };
+    let ta = trace(&a);
+    assert_eq!(ta, trace(&b), "same history, same bytes");
+    // The traces carry what the operator's would: soft blocks, and renders with the digest.
+    let text = ta.join("\n");
+    assert!(text.contains("\"platformNotReady\""));
+    assert!(text.contains("\"platform\":\"sha256:"));
+    for log in a.logs() {
+        let lines = log.trace_lines(a.config());
+        opm_core::trace::replay(lines.iter().map(String::as_str))
+            .unwrap_or_else(|d| panic!("attempt {} of {:?}: {d}", log.id, log.key));
+    }
+    // A render input claiming another Platform digest gives other effects.
+    let log = a
+        .logs()
+        .iter()
+        .find(|l| {
+            l.trace_lines(a.config())
+                .iter()
+                .any(|x| x.contains("\"platform\":\"sha256:"))
+        })
+        .unwrap();
+    let lines: Vec<String> = log
+        .trace_lines(a.config())
+        .into_iter()
+        .map(|l| {
+            if l.contains("\"in\"") && l.contains("\"platform\":\"sha256:") {
+                let i = l.find("\"platform\":\"sha256:").unwrap() + "\"platform\":\"sha256:".len();
+                format!("{}{}{}", &l[..i], "0".repeat(64), &l[i + 64..])
+            } else {
+                l
+            }
+        })
+        .collect();
+    assert!(opm_core::trace::replay(lines.iter().map(String::as_str)).is_err());
+}
+
+const HORIZON: u32 = 2 * 3600;
+
+/// Platform events, and releases switched between the plain (`v0.2.1`) and the OPM
+/// ([`world_support::OPM_VERSION`]) version of the module, with restarts and reconcile
+/// requests between them.
+fn platform_history() -> impl Strategy<Value = Vec<(u32, world_support::Ev)>> {
+    use world_support::Ev;
+    let ev = prop_oneof![
+        3 => (0u8..4).prop_map(|variant| Ev::Platform { variant }),
+        3 => (0usize..4, prop::sample::select(vec![0u8, 3]))
+            .prop_map(|(r, variant)| Ev::Version { r, variant }),
+        1 => Just(Ev::Restart),
+        1 => (0usize..4, any::<u8>()).prop_map(|(r, token)| Ev::Request { r, token }),
+    ];
+    prop::collection::vec((0..HORIZON, ev), 1..16)
+}
+
+proptest! {
+    #![proptest_config(world_support::pt_config("proptest-regressions/world_platform.txt", 24))]
+
+    /// Whatever the Platform did, a release waiting for it applied and pruned nothing and
+    /// came back in 30s; once a Ready Platform exists, every release converges within the
+    /// shared bound, as after any heal.
+    #[test]
+    fn opm_releases_never_apply_without_a_ready_platform_and_converge_once_it_is(
+        s in world_support::setup(),
+        h in platform_history(),
+    ) {
+        let mut w = world_support::run(&s, &h, HORIZON);
+        for log in w.logs() {
+            if log.reason != "PlatformNotReady" {
+                continue;
+            }
+            prop_assert_eq!(log.outcome, Some(Outcome::FailedTransient));
+            prop_assert_eq!(log.requeue_after, Some(Duration::from_secs(30)));
+            prop_assert!(
+                !log.effects().any(|e| matches!(e, Effect::Apply { .. } | Effect::Prune { .. })),
+                "{:?} applied or pruned while waiting for the Platform",
+                log.key
+            );
+        }
+        // Every attempt's trace replays through a fresh machine to the same effects.
+        for log in w.logs() {
+            let lines = log.trace_lines(w.config());
+            opm_core::trace::replay(lines.iter().map(String::as_str)).map_err(|d| {
+                TestCaseError::fail(format!("attempt {} of {:?}: {d}", log.id, log.key))
+            })?;
+        }
+        w.apply_platform(&world_support::platform("v2.1.0"));
+        let used = w
+            .drive_bounded(world_support::BOUND)
+            .map_err(|e| TestCaseError::fail(format!("{e}")))?;
+        prop_assert!(used <= world_support::BOUND);
+        world_support::check_converged(&w)?;
+    }
 }

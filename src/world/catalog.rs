@@ -100,7 +100,8 @@ impl ArtifactDef {
         if self.digest.is_empty() {
             let content = serde_json::to_value(&self.paths).unwrap_or(Value::Null);
             let mut body = format!("{}\n{}", self.revision, digest::canonical_json(&content));
-            // An instance package is other content than a plain one; plain digests stay as they were.
+            // An instance package is other content than a plain one (plain digests are as
+            // they were).
             if self.opm {
                 body.push_str("\nopm");
             }

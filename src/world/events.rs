@@ -254,6 +254,7 @@ impl World {
                 for k in keys {
                     self.trigger(&k, "operatorRestart");
                 }
+                self.platform_controller_restarted();
             }
         }
         Ok(())

@@ -10,10 +10,10 @@
 //! release's `resourceVersion`, the resource version of every object it checked (looked up
 //! only when the store was written since), and the world's epoch (bumped by every
 //! scheduled event and setup change: sources, modules, RBAC, faults, rollouts,
-//! cluster-scoped kinds). The next attempt of that release, when all of these are
-//! unchanged, no fault could hit any of its effects and every health read was past its
-//! rollout (so it no longer changes with time), is answered from the memo: the same
-//! metrics, outcome, reason, requeue and step count, without running the core.
+//! cluster-scoped kinds, the Platform). The next attempt of that release, when all of
+//! these are unchanged, no fault could hit any of its effects and every health read was
+//! past its rollout (so it no longer changes with time), is answered from the memo: the
+//! same metrics, outcome, reason, requeue and step count, without running the core.
 //!
 //! Only with [`super::Retention::Timeline`]: full logs and traces need each attempt's inputs
 //! and effects, so with [`super::Retention::Full`] every attempt runs.

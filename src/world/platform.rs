@@ -147,6 +147,15 @@ impl World {
         }
     }
 
+    /// An operator restart: the controller's record of OPM releases and of the last Ready
+    /// digest were in memory and are gone; its first readiness check after the initial list
+    /// starts from nothing (every release is re-triggered by the restart anyway).
+    pub(super) fn platform_controller_restarted(&mut self) {
+        self.opm_releases.clear();
+        self.platform_ready_digest = None;
+        self.platform_settled();
+    }
+
     /// The controller's readiness check after a Platform change: a Ready digest other than
     /// the last one re-triggers every release that rendered through the Platform or waits
     /// for it.

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use opm_core::input::{ApiError, FetchError, RenderError, SourceError};
-use opm_core::world::{Fault, FaultError, FieldPath, WorldEvent};
+use opm_core::opm::platform::Evaluation;
+use opm_core::world::{Fault, FaultError, FieldPath, PlatformDef, WorldEvent};
 use opm_core::{EffectKind, Kind, ResourceId};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -60,6 +61,11 @@ pub enum Ev {
         r: usize,
         token: u8,
     },
+    /// The Platform (SPEC §30): 0 created Ready at v2.0.0, 1 bumped to v2.1.0, 2 its
+    /// evaluation fails (not Ready), 3 deleted.
+    Platform {
+        variant: u8,
+    },
 }
 
 /// What a fault can hit: every effect the machine waits on.
@@ -90,7 +96,7 @@ pub fn ev(faults_only: bool) -> BoxedStrategy<Ev> {
     }
     prop_oneof![
         4 => (r.clone(), 0u8..5).prop_map(|(r, variant)| Ev::Values { r, variant }),
-        3 => (r.clone(), 0u8..3).prop_map(|(r, variant)| Ev::Version { r, variant }),
+        3 => (r.clone(), 0u8..4).prop_map(|(r, variant)| Ev::Version { r, variant }),
         4 => (2u32..50, 1usize..5, prop::bool::weighted(0.2))
             .prop_map(|(revision, n, broken)| Ev::Artifact { revision, n, broken }),
         4 => fault,
@@ -105,6 +111,7 @@ pub fn ev(faults_only: bool) -> BoxedStrategy<Ev> {
         1 => r.clone().prop_map(|r| Ev::DeleteObject { r }),
         1 => Just(Ev::Restart),
         1 => (r, any::<u8>()).prop_map(|(r, token)| Ev::Request { r, token }),
+        1 => (0u8..4).prop_map(|variant| Ev::Platform { variant }),
     ]
     .boxed()
 }
@@ -242,7 +249,8 @@ impl Ev {
                 }
             }
             Ev::Version { r, variant } => {
-                let v = ["v0.2.1", "v0.2.0", "v9.9.9"][*variant as usize % 3];
+                // v0.3.0 is the OPM module: rendered through the Platform.
+                let v = ["v0.2.1", "v0.2.0", "v9.9.9", super::OPM_VERSION][*variant as usize % 4];
                 let k = keys[*r].clone();
                 if k.kind == Kind::Release {
                     WorldEvent::EditSpec {
@@ -314,6 +322,24 @@ impl Ev {
             Ev::Request { r, token } => WorldEvent::RequestReconcile {
                 key: keys[*r].clone(),
                 token: token.to_string(),
+            },
+            Ev::Platform { variant } => match variant % 4 {
+                0 => WorldEvent::CreatePlatform {
+                    platform: super::platform("v2.0.0"),
+                },
+                1 => WorldEvent::ChangePlatform {
+                    platform: super::platform("v2.1.0"),
+                },
+                2 => WorldEvent::ChangePlatform {
+                    platform: PlatformDef {
+                        evaluation: Some(Evaluation::Failed {
+                            message: "cannot find module providing package".into(),
+                            transient: false,
+                        }),
+                        ..super::platform("v2.1.0")
+                    },
+                },
+                _ => WorldEvent::DeletePlatform,
             },
         }
     }

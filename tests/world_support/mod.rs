@@ -15,13 +15,21 @@ use jiff::Timestamp;
 use opm_core::api::DependencyRef;
 use opm_core::input::{InputKind, RenderError};
 use opm_core::world::{
-    ArtifactDef, AttemptLog, Grant, ModuleDef, SourceId, World, WorldEvent, fixtures,
+    ArtifactDef, AttemptLog, Grant, ModuleDef, PlatformDef, SourceId, World, WorldEvent, fixtures,
 };
 use opm_core::{Config, Kind, ReleaseKey, ResourceId};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 pub const MODULE: &str = "example.com/modules/web@v0";
+/// The version of [`MODULE`] that is an OPM module (SPEC §30): the web module's objects,
+/// rendered through the Platform.
+pub const OPM_VERSION: &str = "v0.3.0";
+
+/// The Platform pinning the OPM catalog at `version`, Ready once evaluated.
+pub fn platform(version: &str) -> PlatformDef {
+    PlatformDef::catalog("opmodel.dev/catalogs/opm@v2", version)
+}
 pub const NS: &str = "demo";
 
 pub fn t0() -> Timestamp {
@@ -177,13 +185,16 @@ pub fn base_releases(s: &Setup) -> Vec<opm_core::ReleaseObject> {
     vec![a, b, c, d]
 }
 
-/// Sources, modules, the `deployer` ServiceAccount, the Ready external release `ext` and
+/// Sources, modules (one version an OPM module), a Ready Platform, the `deployer`
+/// ServiceAccount, the Ready external release `ext` and
 /// the four [`base_releases`].
 pub fn base_world(s: &Setup) -> World {
     let mut w = World::new(operator_cfg(), t0(), s.seed);
     w.namespace(NS);
     w.add_module(MODULE, "v0.2.1", ModuleDef::web());
     w.add_module(MODULE, "v0.2.0", web_v020());
+    w.add_module(MODULE, OPM_VERSION, ModuleDef::opm_web());
+    w.apply_platform(&platform("v2.0.0"));
     w.publish(&source(), artifact(1, 3, false));
     w.add_service_account(NS, "deployer", vec![Grant::namespace_admin()]);
     w.add_external_release(fixtures::module_release(NS, "ext", MODULE, "v0.2.1"))
@@ -244,6 +255,9 @@ pub fn heal(w: &mut World) {
         WorldEvent::NewArtifact {
             source: source(),
             artifact: artifact(1000, 2, false),
+        },
+        WorldEvent::CreatePlatform {
+            platform: platform("v2.0.0"),
         },
     ];
     if !w.rbac().account_exists(NS, "deployer") {

@@ -99,3 +99,63 @@ fn copies_expand_into_numbered_releases() {
     s.releases[0]["copies"] = json!(0);
     assert!(matches!(s.build(), Err(ScenarioError::Invalid { what, .. }) if what == "releases[0]"));
 }
+
+#[test]
+fn a_platform_section_opm_modules_and_platform_events_parse_under_either_name() {
+    let s: Scenario = serde_saphyr::from_str(
+        r#"
+duration: 20m
+config: {allowOperatorIdentity: "on"}
+modules:
+  - {path: example.com/modules/opm-web@v1, version: v1.0.0, opm: true}
+platform:
+  spec: {type: kubernetes, registry: {opmodel.dev/catalogs/opm@v2: {version: 2.0.0}}}
+  evaluation: {result: failed, message: "registry unreachable", transient: true}
+releases:
+  - apiVersion: releases.opmodel.dev/v1alpha1
+    kind: ModuleRelease
+    metadata: {name: web, namespace: demo}
+    spec: {module: {path: example.com/modules/opm-web@v1, version: v1.0.0}}
+events:
+  - {at: 5m, type: platformCreate, platform: {spec: {type: kubernetes, registry: {opmodel.dev/catalogs/opm@v2: {version: v2.0.0}}}}}
+  - {at: 10m, type: changePlatform, platform: {spec: {type: kubernetes, registry: {opmodel.dev/catalogs/opm@v2: {version: v2.1.0}}}}}
+  - {at: 15m, type: platformDelete}
+"#,
+    )
+    .expect("scenario parses");
+    assert!(s.modules[0].opm);
+    assert!(matches!(
+        s.events[0].event,
+        WorldEvent::CreatePlatform { .. }
+    ));
+    assert!(matches!(s.events[2].event, WorldEvent::DeletePlatform));
+    // The canonical names are written back.
+    let back = serde_json::to_value(&s.events[0]).unwrap();
+    assert_eq!(back["type"], "createPlatform");
+    let w = s.run().unwrap();
+    let reasons: Vec<(u64, &str)> = w
+        .timeline()
+        .iter()
+        .map(|e| {
+            let secs = e.started_at.duration_since(s.start()).as_secs() as u64;
+            (secs, e.reason.as_str())
+        })
+        .collect();
+    // Evaluated but failed at the start: waiting, with the evaluation's message.
+    assert_eq!(reasons[0], (0, "PlatformNotReady"));
+    assert!(
+        w.timeline()[0].message.contains("registry unreachable"),
+        "{}",
+        w.timeline()[0].message
+    );
+    // Created Ready at 5m: re-triggered at once; bumped at 10m: applied again (a new digest).
+    assert!(
+        reasons.contains(&(300, "ReconciliationSucceeded")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(&(600, "ReconciliationSucceeded")),
+        "{reasons:?}"
+    );
+    assert_eq!(w.platform(), None);
+}
