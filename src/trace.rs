@@ -26,6 +26,11 @@ pub struct TraceHeader {
     /// The operator's monotonic attempt number (absent in older traces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u64>,
+    /// Where `--health-eval-timeout` stopped the attempt's health expressions, as the
+    /// total of their steps by then (`health::EvalDeadline::stopped_at`): a replay stops
+    /// them at the same count, so the wall clock's cut replays exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_deadline_at_steps: Option<u64>,
 }
 
 /// A header's config. Traces from before `--allow-operator-identity` existed ran every
@@ -47,6 +52,7 @@ impl TraceHeader {
             config: config.clone(),
             release,
             attempt: None,
+            health_deadline_at_steps: None,
         }
     }
 
@@ -102,6 +108,18 @@ impl Recorder {
             input: input.clone(),
         };
         self.push(&r);
+    }
+
+    /// Records where `--health-eval-timeout` stopped the attempt's health expressions
+    /// (in the header, which a replay reads before the first input).
+    pub fn health_deadline_at(&mut self, steps: u64) {
+        if let Some(first) = self.lines.first_mut()
+            && let Ok(mut h) = serde_json::from_str::<TraceHeader>(first)
+            && h.health_deadline_at_steps.is_none()
+        {
+            h.health_deadline_at_steps = Some(steps);
+            *first = serde_json::to_string(&h).unwrap_or_default();
+        }
     }
 
     /// Records the batch the attempt returned, one line per effect.
@@ -175,6 +193,7 @@ pub fn parse_line(line: &str) -> Result<TraceLine, serde_json::Error> {
 /// where the recording ends) themselves.
 pub struct Replayer {
     config: Config,
+    health_deadline_at_steps: Option<u64>,
     attempt: Option<Attempt>,
     pending: VecDeque<Effect>,
     last_seq: u64,
@@ -186,6 +205,7 @@ impl Replayer {
     pub fn new(header: &TraceHeader) -> Self {
         Self {
             config: header.config.clone(),
+            health_deadline_at_steps: header.health_deadline_at_steps,
             attempt: None,
             pending: VecDeque::new(),
             last_seq: 0,
@@ -216,6 +236,9 @@ impl Replayer {
                 let batch = match (&mut self.attempt, &input.kind) {
                     (_, InputKind::Observed { .. }) => {
                         let (a, b) = Attempt::start(&self.config, input);
+                        if let Some(steps) = self.health_deadline_at_steps {
+                            a.eval_deadline().replay_stop_at(steps);
+                        }
                         self.attempt = Some(a);
                         self.step = 0;
                         b

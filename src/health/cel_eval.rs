@@ -204,17 +204,21 @@ fn walk(e: &IdedExpr, regexes: &mut HashMap<String, Arc<regex::Regex>>) -> Resul
 
 impl Compiled {
     /// Evaluates the expression over `obj` (its top-level fields are variables, and `self`
-    /// is the whole object). `interrupt`, once raised, stops it at the next step.
+    /// is the whole object). `interrupt`, once raised, stops it at the next step, and so
+    /// does reaching `stop_at` steps (`u64::MAX`: never): a replay stops where the live
+    /// run's deadline did, without a clock.
     pub(super) fn evaluate(
         &self,
         obj: &Value,
         interrupt: Option<&AtomicBool>,
+        stop_at: u64,
     ) -> (Result<bool, EvalError>, Spent) {
         let mut ev = Ev {
             root: obj,
             vars: Vec::new(),
             spent: Spent::default(),
             interrupt,
+            stop_at,
             regexes: &self.regexes,
             depth: 0,
         };
@@ -345,6 +349,8 @@ struct Ev<'a, 'c> {
     vars: Vec<(&'a str, Val<'a>)>,
     spent: Spent,
     interrupt: Option<&'c AtomicBool>,
+    /// Steps at which this evaluation counts as interrupted (a replayed deadline).
+    stop_at: u64,
     regexes: &'c Mutex<HashMap<String, Arc<regex::Regex>>>,
     depth: u32,
 }
@@ -358,7 +364,9 @@ impl<'a> Ev<'a, '_> {
         if self.spent.steps > MAX_STEPS {
             return Err(EvalError::Stopped(Stop::Budget));
         }
-        if self.interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
+        if self.spent.steps >= self.stop_at
+            || self.interrupt.is_some_and(|f| f.load(Ordering::Relaxed))
+        {
             return Err(EvalError::Stopped(Stop::Interrupted));
         }
         Ok(())

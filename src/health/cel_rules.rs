@@ -12,7 +12,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use cel::Program;
@@ -27,10 +27,27 @@ use crate::api::HealthCheckExpr;
 /// The core has no clock: the interpreter runs the evaluations on a blocking thread and
 /// raises this flag when the attempt's time is up; every evaluation checks it at each step
 /// and stops. Clones share the flag.
-#[derive(Clone, Debug, Default)]
+///
+/// Where the flag stopped an evaluation is kept as a count of the steps all of the
+/// attempt's evaluations had taken by then ([`Self::stopped_at`]); the trace records it,
+/// and a replay stops at the same count ([`Self::replay_stop_at`]), so an attempt cut by
+/// the wall clock replays byte for byte without one.
+#[derive(Clone, Debug)]
 pub struct EvalDeadline {
     flag: Arc<AtomicBool>,
     after: Duration,
+    /// Steps taken by this attempt's evaluations so far, all together.
+    spent: Arc<AtomicU64>,
+    /// That total where the deadline first stopped an evaluation (`u64::MAX`: never).
+    stopped_at: Arc<AtomicU64>,
+    /// A replay's recorded `stopped_at` (`u64::MAX`: none).
+    replay_at: Arc<AtomicU64>,
+}
+
+impl Default for EvalDeadline {
+    fn default() -> Self {
+        Self::new(Duration::ZERO)
+    }
 }
 
 impl EvalDeadline {
@@ -39,6 +56,9 @@ impl EvalDeadline {
         Self {
             flag: Arc::default(),
             after,
+            spent: Arc::default(),
+            stopped_at: Arc::new(AtomicU64::new(u64::MAX)),
+            replay_at: Arc::new(AtomicU64::new(u64::MAX)),
         }
     }
 
@@ -55,6 +75,40 @@ impl EvalDeadline {
     /// The time the evaluations of one attempt may take.
     pub fn after(&self) -> Duration {
         self.after
+    }
+
+    /// The attempt's total of evaluation steps at which the deadline first stopped one,
+    /// if it did: what a trace records for [`Self::replay_stop_at`].
+    pub fn stopped_at(&self) -> Option<u64> {
+        Some(self.stopped_at.load(Ordering::Relaxed)).filter(|&n| n != u64::MAX)
+    }
+
+    /// Replays a deadline recorded by [`Self::stopped_at`]: evaluations stop once the
+    /// attempt's total reaches `steps`, exactly where the live run's flag stopped them.
+    pub fn replay_stop_at(&self, steps: u64) {
+        self.replay_at.store(steps, Ordering::Relaxed);
+    }
+
+    /// The step count at which an evaluation starting now counts as interrupted.
+    fn stop_at(&self) -> u64 {
+        match self.replay_at.load(Ordering::Relaxed) {
+            u64::MAX => u64::MAX,
+            at => at.saturating_sub(self.spent.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Adds an evaluation's steps to the attempt's total; `interrupted` when the deadline
+    /// stopped it.
+    fn record(&self, steps: u64, interrupted: bool) {
+        let before = self.spent.fetch_add(steps, Ordering::Relaxed);
+        if interrupted {
+            let _ = self.stopped_at.compare_exchange(
+                u64::MAX,
+                before.saturating_add(steps),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
     }
 }
 
@@ -246,9 +300,19 @@ impl HealthRules {
         for (name, program, status) in in_order {
             let Some(program) = program else { continue };
             let interrupt = self.deadline.as_ref().map(|d| &*d.flag);
+            let stop_at = self
+                .deadline
+                .as_ref()
+                .map_or(u64::MAX, EvalDeadline::stop_at);
             // The evaluator is this crate's own code over any JSON; should it ever panic,
             // the object is judged, not the operator.
-            let run = catch_unwind(AssertUnwindSafe(|| program.evaluate(obj, interrupt)));
+            let run = catch_unwind(AssertUnwindSafe(|| {
+                program.evaluate(obj, interrupt, stop_at)
+            }));
+            if let (Some(d), Ok((r, spent))) = (&self.deadline, &run) {
+                let interrupted = matches!(r, Err(EvalError::Stopped(Stop::Interrupted)));
+                d.record(spent.steps, interrupted);
+            }
             match run {
                 Ok((Ok(true), _)) => {
                     let msg = format!("healthCheckExprs: {name} is true");

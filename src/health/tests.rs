@@ -563,6 +563,63 @@ fn the_interpreters_deadline_stops_an_evaluation_and_names_the_time() {
     );
 }
 
+/// A deadline that stopped an evaluation is recorded as the attempt's step total, and a
+/// replay given that total stops the same evaluations at the same place with the same
+/// verdict, though no flag is ever raised (SPEC §23: traces replay byte for byte).
+#[test]
+fn a_deadline_replays_from_the_step_total_it_stopped_at() {
+    let exprs = [HealthCheckExpr {
+        current: "status.items.all(i, i >= 0)".into(),
+        ..widget_exprs()[0].clone()
+    }];
+    let items: Vec<u64> = (0..5_000).collect();
+    let w = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+        "status": {"items": items}});
+    // Live: two objects judged, then the flag rises; the third stops at its first step.
+    let live = EvalDeadline::new(std::time::Duration::from_millis(7));
+    let rules = compile(&exprs).unwrap().with_deadline(live.clone());
+    assert_eq!(assess(&w, &rules).status, HealthStatus::Current);
+    assert_eq!(assess(&w, &rules).status, HealthStatus::Current);
+    assert_eq!(live.stopped_at(), None);
+    live.expire();
+    let cut = assess(&w, &rules);
+    let at = live
+        .stopped_at()
+        .expect("the deadline stopped an evaluation");
+    let later = assess(&w, &rules);
+    // Replay: no flag, the recorded total.
+    let replayed = EvalDeadline::new(std::time::Duration::from_millis(7));
+    replayed.replay_stop_at(at);
+    let rules = compile(&exprs).unwrap().with_deadline(replayed.clone());
+    assert_eq!(assess(&w, &rules).status, HealthStatus::Current);
+    assert_eq!(assess(&w, &rules).status, HealthStatus::Current);
+    assert_eq!(assess(&w, &rules), cut);
+    assert_eq!(assess(&w, &rules), later);
+    assert_eq!(replayed.stopped_at(), Some(at));
+    assert!(
+        cut.message.contains("ran over 7ms (--health-eval-timeout)"),
+        "{}",
+        cut.message
+    );
+    // Stopped mid-evaluation: a replay cut inside the third object's walk.
+    let mid = EvalDeadline::new(std::time::Duration::from_millis(7));
+    mid.replay_stop_at(at + 100);
+    let rules = compile(&exprs).unwrap().with_deadline(mid.clone());
+    for _ in 0..2 {
+        assess(&w, &rules);
+    }
+    let a = assess(&w, &rules);
+    assert_eq!(a.status, HealthStatus::Failed);
+    // Past the first steps, inside the walk (the `failed` expression ran first).
+    assert!(
+        !a.message.contains("stopped after 1 steps"),
+        "{}",
+        a.message
+    );
+    assert!(a.message.contains("ran over 7ms"), "{}", a.message);
+    assert_eq!(mid.stopped_at(), Some(at + 100));
+}
+
 #[test]
 fn the_budget_counts_what_an_evaluation_builds() {
     let rules = compile(&[HealthCheckExpr {

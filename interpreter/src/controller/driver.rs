@@ -218,6 +218,9 @@ async fn drive(
             let stepped = step_judging_health(attempt, input, &mut cel_time_left).await;
             let (a, b) = stepped?;
             attempt = a;
+            if let Some(steps) = attempt.eval_deadline().stopped_at() {
+                trace.health_deadline_at(steps);
+            }
             b
         } else {
             attempt.step(input)?
@@ -403,6 +406,12 @@ impl<'a> Trace<'a> {
     fn effects(&mut self, batch: &[Effect]) {
         if let Some(r) = &mut self.recorder {
             r.effects(batch);
+        }
+    }
+
+    fn health_deadline_at(&mut self, steps: u64) {
+        if let Some(r) = &mut self.recorder {
+            r.health_deadline_at(steps);
         }
     }
 
