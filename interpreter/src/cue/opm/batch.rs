@@ -1,8 +1,8 @@
 //! Batched OPM renders (SPEC §30: "caching and batching key on the module version and the
 //! Platform digest"): concurrent renders of one module version through one Platform share
-//! one `cue export` ([`super::layout::batch_files`]); the platform package and catalogs load
-//! once. Measured with the web module (cue v0.17.1): 49 ms of CPU alone, 22 ms per release
-//! in a batch of 16.
+//! one `cue export` of LAYOUT.md's (a′) package ([`super::layout::batch_files`]); core, the
+//! module, the platform package and the catalogs load once (LAYOUT.md: about 13 ms of CPU a
+//! member against about 30 ms a single render).
 //!
 //! The first release to arrive leads: it waits for a fair render turn, then takes every
 //! release that joined meanwhile (at most `max_batch`). A batch that fails in any way
@@ -191,7 +191,9 @@ impl Opm {
             Some(files) => export(renderer, &files, credentials).await.ok(),
             None => None,
         };
-        let split = outcome.and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+        let split = outcome
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .and_then(|mut v| v.get_mut("members").map(Value::take));
         let Some(Value::Object(mut all)) = split else {
             for m in others {
                 let _ = m.reply.send(Reply::Alone);
