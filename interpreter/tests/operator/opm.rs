@@ -644,3 +644,40 @@ async fn converge_side_by_side() {
     );
     op.stop().await;
 }
+
+/// A `Release` package of the retired core v0 (its module file depends on
+/// `opmodel.dev/core@v0`, the seed's kernel era) stalls `RenderFailed` saying core v0
+/// modules must move to core v2, before any `cue` run (no Platform needed).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_core_v0_release_package_stalls_saying_to_move_to_v2() {
+    let (env, ns) = namespace().await;
+    let client = env.client().unwrap();
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    let files = vec![
+        (
+            "cue.mod/module.cue",
+            "module: \"example.com/releases/old@v0\"\nlanguage: version: \"v0.17.0\"\ndeps: \"opmodel.dev/core@v0\": v: \"v0.4.0\"\n".to_string(),
+        ),
+        (
+            "release.cue",
+            "package release\n\nimport core \"opmodel.dev/core/v1alpha1/modulerelease@v1\"\n\ncore.#ModuleRelease\n".to_string(),
+        ),
+    ];
+    let pkg = Package::start().await;
+    pkg.publish(&client, &ns.name, "old", &files).await;
+    create_rel(&client, &release(&ns.name, "old", "old", ".", json!({}))).await;
+    let rel = wait_rel(&client, &ns.name, "old", "stall", |r| {
+        r.status
+            .as_ref()
+            .is_some_and(|s| condition(s, "Stalled").is_some_and(|c| c.reason == "RenderFailed"))
+    })
+    .await;
+    let msg = &condition(rel.status.as_ref().unwrap(), "Ready")
+        .unwrap()
+        .message;
+    assert!(
+        msg.contains("core v0 modules must move to core v2"),
+        "{msg}"
+    );
+    op.stop().await;
+}
