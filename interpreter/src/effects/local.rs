@@ -210,6 +210,18 @@ impl Local {
             let (value, bytes) = Rendered::into_parts(rendered);
             return Ok((value, bytes, digest));
         }
+        // SPEC §30: a release package of the retired core v0 (the seed's kernel era) is
+        // refused with the move-to-v2 stall, read from its module file before `cue` runs.
+        if let Some(module_root) = crate::cue::opm::module_root(handle.root(), &dir) {
+            let text =
+                std::fs::read_to_string(module_root.join("cue.mod/module.cue")).unwrap_or_default();
+            let deps = crate::cue::opm::module_deps(&text);
+            if opm_core::opm::flavour(deps.keys().map(String::as_str)) == Flavour::CoreV0 {
+                return Err(CoreRender::CoreV0 {
+                    what: format!("the release package at {path}"),
+                });
+            }
+        }
         let rendered = self
             .renderer
             .render_package_cached(artifact_digest, path, &dir)

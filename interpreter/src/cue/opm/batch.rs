@@ -1,8 +1,8 @@
 //! Batched OPM renders (SPEC §30: "caching and batching key on the module version and the
 //! Platform digest"): concurrent renders of one module version through one Platform share
-//! one `cue export` ([`super::layout::batch_files`]); the platform package and catalogs load
-//! once. Measured with the web module (cue v0.17.1): 49 ms of CPU alone, 22 ms per release
-//! in a batch of 16.
+//! one `cue export` of LAYOUT.md's (a′) package ([`super::layout::batch_files`]); core, the
+//! module, the platform package and the catalogs load once (LAYOUT.md: about 13 ms of CPU a
+//! member against about 30 ms a single render).
 //!
 //! The first release to arrive leads: it waits for a fair render turn, then takes every
 //! release that joined meanwhile (at most `max_batch`). A batch that fails in any way
@@ -51,6 +51,19 @@ pub(super) struct Open {
 pub(super) struct Batches {
     open: Mutex<HashMap<BatchKey, Arc<Mutex<Open>>>>,
     next: std::sync::atomic::AtomicU64,
+    /// Render keys of releases taken ahead into a batch that failed: never taken ahead
+    /// again (their own attempts render them alone), so one bad release breaks one batch.
+    no_ahead: Mutex<std::collections::HashSet<RenderKey>>,
+}
+
+/// Most keys remembered in [`Batches::no_ahead`]; past it the set starts over.
+const NO_AHEAD_CAPACITY: usize = 4096;
+
+/// A release rendered ahead of its attempt ([`crate::cue::render::Ahead`]).
+struct AheadMember {
+    values: Value,
+    identity: ReleaseIdentity,
+    key: RenderKey,
 }
 
 enum Role {
@@ -151,24 +164,41 @@ impl Opm {
         };
         let _turn = gate.turn(namespace).await;
         let mut members = self.batches.seal(&batch, id, &bkey);
-        if members.len() <= 1 {
+        let others = members.split_off(1.min(members.len()));
+        // Room left: releases of this module version that will need this render soon
+        // (credentials belong to the attempts holding them: nothing rides along).
+        let ahead = match credentials {
+            None => {
+                let taken: Vec<&ReleaseIdentity> = std::iter::once(identity)
+                    .chain(others.iter().map(|m| &m.identity))
+                    .collect();
+                let room = max.saturating_sub(taken.len());
+                self.ahead_members(renderer, module, &digest, &taken, room)
+                    .await
+            }
+            Some(_) => Vec::new(),
+        };
+        if others.is_empty() && ahead.is_empty() {
             return self
                 .render_module(renderer, module, facts, values, identity, credentials)
                 .await;
         }
-        let others = members.split_off(1);
         let inputs: Vec<(&Value, &ReleaseIdentity)> = std::iter::once((values, identity))
             .chain(others.iter().map(|m| (&m.values, &m.identity)))
+            .chain(ahead.iter().map(|a| (&a.values, &a.identity)))
             .collect();
         let outcome = match layout::batch_files(module, &platform, &inputs) {
             Some(files) => export(renderer, &files, credentials).await.ok(),
             None => None,
         };
-        let split = outcome.and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+        let split = outcome
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .and_then(|mut v| v.get_mut("members").map(Value::take));
         let Some(Value::Object(mut all)) = split else {
             for m in others {
                 let _ = m.reply.send(Reply::Alone);
             }
+            self.refuse_ahead(ahead);
             tracing::debug!(module = %module.path, "OPM batch failed; each member renders alone");
             return self
                 .render_module(renderer, module, facts, values, identity, credentials)
@@ -185,10 +215,19 @@ impl Opm {
             None => Reply::Alone,
         };
         let mine = answer(0, key, identity);
+        let n_others = others.len();
         for (i, m) in others.into_iter().enumerate() {
             let reply = answer(i + 1, m.key, &m.identity);
             let _ = m.reply.send(reply);
         }
+        let mut kept = 0;
+        for (i, a) in ahead.into_iter().enumerate() {
+            // Only what the core accepts is cached, under the release's own key.
+            if let Reply::Done(Ok(_)) = answer(1 + n_others + i, a.key, &a.identity) {
+                kept += 1;
+            }
+        }
+        renderer.note_ahead(kept);
         match mine {
             Reply::Done(r) => r.map(|r| (r, digest)),
             Reply::Alone => {
@@ -196,5 +235,63 @@ impl Opm {
                     .await
             }
         }
+    }
+}
+
+impl Opm {
+    /// Releases taken ahead into a batch that failed are not taken ahead again.
+    fn refuse_ahead(&self, ahead: Vec<AheadMember>) {
+        let mut no = self
+            .batches
+            .no_ahead
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if no.len() + ahead.len() > NO_AHEAD_CAPACITY {
+            no.clear();
+        }
+        no.extend(ahead.into_iter().map(|a| a.key));
+    }
+
+    /// Up to `room` releases of `module` to render ahead through the Platform of `digest`:
+    /// not cached, not in the batch, not known to break one.
+    async fn ahead_members(
+        &self,
+        renderer: &Renderer,
+        module: &ModuleRef,
+        digest: &str,
+        taken: &[&ReleaseIdentity],
+        room: usize,
+    ) -> Vec<AheadMember> {
+        let Some(source) = renderer.ahead_source() else {
+            return Vec::new();
+        };
+        if room == 0 {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (values, identity) in source.candidates(module, room) {
+            if taken.contains(&&identity) || !matches!(values, Value::Object(_)) {
+                continue;
+            }
+            let Ok(key) = super::opm_key(renderer, module, &values, &identity, digest, None).await
+            else {
+                continue;
+            };
+            let refused = self
+                .batches
+                .no_ahead
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&key);
+            if refused || renderer.is_cached(&key) {
+                continue;
+            }
+            out.push(AheadMember {
+                values,
+                identity,
+                key,
+            });
+        }
+        out
     }
 }

@@ -375,7 +375,10 @@ fn read(
 
 /// The nearest directory from `dir` up to `root` holding `cue.mod/module.cue`, as CUE finds
 /// a package's module root.
-fn module_root(root: &std::path::Path, dir: &std::path::Path) -> Option<std::path::PathBuf> {
+pub(crate) fn module_root(
+    root: &std::path::Path,
+    dir: &std::path::Path,
+) -> Option<std::path::PathBuf> {
     let mut d = dir.to_path_buf();
     loop {
         if d.join("cue.mod/module.cue").is_file() {

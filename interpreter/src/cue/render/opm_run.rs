@@ -68,6 +68,23 @@ impl Renderer {
         self.stats.batched.fetch_add(members, Relaxed);
     }
 
+    /// Where batches find releases to render ahead of their attempts, if anywhere.
+    pub(crate) fn ahead_source(&self) -> Option<Arc<dyn super::Ahead>> {
+        self.ahead.get().cloned()
+    }
+
+    /// Whether `key` is cached (not counted as a hit).
+    pub(crate) fn is_cached(&self, key: &RenderKey) -> bool {
+        self.cache_contains(key)
+    }
+
+    /// Counts releases rendered ahead and kept.
+    pub(crate) fn note_ahead(&self, n: u64) {
+        self.stats
+            .ahead
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// A cached render, counted as a hit.
     pub(crate) fn cached_render(
         &self,
