@@ -22,6 +22,9 @@ use crate::cue::render::{RenderGate, RenderKey, Rendered, Renderer};
 /// What must be equal to share a run.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct BatchKey {
+    /// A batch holds one namespace (as plain batches do): it runs in that namespace's
+    /// render turn, and no other tenant's release rides in it or can break it.
+    namespace: String,
     module: String,
     version: String,
     platform: String,
@@ -112,7 +115,7 @@ impl Batches {
 
 impl Opm {
     /// [`Opm::render_module`] in fair turns of `gate`, batched with concurrent renders of
-    /// the same module version, Platform and credentials.
+    /// the same namespace, module version, Platform and credentials.
     #[allow(clippy::too_many_arguments)]
     pub async fn render_module_fair<G: RenderGate>(
         &self,
@@ -140,6 +143,7 @@ impl Opm {
             return alone().await;
         }
         let bkey = BatchKey {
+            namespace: namespace.to_owned(),
             module: module.path.clone(),
             version: module.version.clone(),
             platform: digest.clone(),
@@ -173,7 +177,7 @@ impl Opm {
                     .chain(others.iter().map(|m| &m.identity))
                     .collect();
                 let room = max.saturating_sub(taken.len());
-                self.ahead_members(renderer, module, &digest, &taken, room)
+                self.ahead_members(renderer, module, namespace, &digest, &taken, room)
                     .await
             }
             Some(_) => Vec::new(),
@@ -258,6 +262,7 @@ impl Opm {
         &self,
         renderer: &Renderer,
         module: &ModuleRef,
+        namespace: &str,
         digest: &str,
         taken: &[&ReleaseIdentity],
         room: usize,
@@ -269,7 +274,7 @@ impl Opm {
             return Vec::new();
         }
         let mut out = Vec::new();
-        for (values, identity) in source.candidates(module, room) {
+        for (values, identity) in source.candidates(module, namespace, room) {
             if taken.contains(&&identity) || !matches!(values, Value::Object(_)) {
                 continue;
             }
