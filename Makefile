@@ -22,11 +22,11 @@ chaos: tools
 	eval "$$(./tools/install --env)" && cargo test -p opm-operator --test chaos --locked -- --nocapture
 
 # The README's first command: a local API server, a CUE registry, an artifact server, the
-# operator and both example releases; Ctrl-C stops everything.
+# operator, the Platform, the OPM example release and both plain ones; Ctrl-C stops everything.
 demo:
 	./hack/demo
 
-# The demo non-interactively: exits 0 once both example releases are Ready.
+# The demo non-interactively: exits 0 once the Platform and all three example releases are Ready.
 demo-check:
 	./hack/demo --once
 
