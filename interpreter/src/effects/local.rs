@@ -142,15 +142,32 @@ impl Local {
                     .facts(&self.renderer, &module, credentials.as_ref())
                     .await
                     .map_err(render_error)?;
-                if facts.flavour != Flavour::Plain {
-                    // OPM renders are not batched: one fair turn each (the cache still
-                    // answers an unchanged release without a turn's `cue` run).
-                    let _turn = gate.turn(namespace).await;
-                    let opm = self
-                        .opm_module(&module, &values, &identity, credentials.as_ref())
-                        .await?;
-                    if let Some(parts) = opm {
-                        return Ok(parts);
+                match facts.flavour {
+                    Flavour::Plain => {}
+                    Flavour::CoreV0 => {
+                        return Err(CoreRender::CoreV0 {
+                            what: format!("module {}@{}", module.path, module.version),
+                        });
+                    }
+                    // Batched with concurrent renders of this module version through this
+                    // Platform, in fair turns of the gate.
+                    Flavour::Opm => {
+                        let (rendered, digest) = self
+                            .opm
+                            .render_module_fair(
+                                &self.renderer,
+                                &module,
+                                &facts,
+                                &values,
+                                &identity,
+                                credentials.as_ref(),
+                                gate,
+                                namespace,
+                            )
+                            .await
+                            .map_err(opm_error)?;
+                        let (value, bytes) = Rendered::into_parts(rendered);
+                        return Ok((value, bytes, digest));
                     }
                 }
                 self.renderer

@@ -536,3 +536,63 @@ async fn a_platform_that_cannot_resolve_is_not_ready_and_releases_wait() {
     wait_mr(&client, &ns.name, "web", "Ready", is_ready).await;
     op.stop().await;
 }
+
+/// Concurrent OPM releases of one module version through one Platform share `cue` runs
+/// (SPEC §30 batching), and each still gets exactly its own objects.
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_opm_releases_of_one_module_version_are_batched() {
+    let _only = PLATFORM.lock().await;
+    OpmFixtures::global().await;
+    let (env, ns) = namespace().await;
+    let client = env.client().unwrap();
+    apply_platform(&client, &[(fx::CATALOG, fx::CATALOG_NEW)]).await;
+    let op = Operator::start(env, &ns.name, |a| {
+        a.concurrency = 8;
+        a.max_concurrent_renders = 1;
+    })
+    .await;
+    wait_platform_ready(&client).await;
+    let names: Vec<String> = (0..8).map(|i| format!("w{i}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        create_mr(
+            &client,
+            &opm_mr(
+                &ns.name,
+                n,
+                fx::WEB,
+                fx::WEB_VERSIONS[1],
+                json!({"replicas": i % 3}),
+            ),
+        )
+        .await;
+    }
+    for n in &names {
+        wait_mr(&client, &ns.name, n, "Ready", is_ready).await;
+    }
+    let deploys = Api::<Deployment>::namespaced(client.clone(), &ns.name);
+    for (i, n) in names.iter().enumerate() {
+        let d = deploys
+            .get(&format!("{n}-server"))
+            .await
+            .expect("own Deployment");
+        assert_eq!(d.spec.replicas, Some((i % 3) as i32), "{n}");
+        assert_eq!(
+            d.metadata.labels.unwrap()["module-instance.opmodel.dev/name"],
+            *n
+        );
+    }
+    let s = op.rt.local.renderer.stats();
+    let (batches, batched) = (
+        s.batch_runs.load(std::sync::atomic::Ordering::SeqCst),
+        s.batched.load(std::sync::atomic::Ordering::SeqCst),
+    );
+    eprintln!(
+        "8 OPM releases: {batches} batch runs holding {batched} releases, {} cue runs",
+        s.runs.load(std::sync::atomic::Ordering::SeqCst)
+    );
+    assert!(
+        batches >= 1 && batched >= 2,
+        "no batch: {batches} / {batched}"
+    );
+    op.stop().await;
+}

@@ -102,6 +102,75 @@ pub fn platform_file(platform: &Normalised) -> String {
     )
 }
 
+fn instance_file(module: &ModuleRef, values: &Value, identity: &ReleaseIdentity) -> String {
+    let values = ascii(&serde_json::to_string_pretty(values).unwrap_or_else(|_| "{}".into()));
+    format!(
+        "package instance\n\nimport (\n\tcore \"opmodel.dev/core@v2\"\n\tmod {}\n)\n\ncore.#ModuleInstance\n\nmetadata: {{\n\tname:      {}\n\tnamespace: {}\n}}\n#module: mod\nvalues: {values}\n",
+        quote(&module.path),
+        quote(&identity.name),
+        quote(&identity.namespace),
+    )
+}
+
+/// The glue's import of the instance package; a batch gives each member its own.
+const GLUE_INSTANCE_IMPORT: &str = "\"opm.internal/render/instance\"";
+
+/// The field of member `i` in a batch export.
+pub fn batch_field(i: usize) -> String {
+    format!("r{i}")
+}
+
+/// Several releases of one module version through one Platform in one package (one `cue`
+/// run; the platform package and the catalogs are loaded once): member `i` is the directory
+/// `m<i>/` holding (a)'s instance package and a copy of the glue importing it, exported as
+/// the field [`batch_field`]`(i)`, whose value is exactly what (a) exports for it. `None`
+/// when the glue's instance import cannot be re-pointed (then every release renders alone).
+pub fn batch_files(
+    module: &ModuleRef,
+    platform: &Normalised,
+    members: &[(&Value, &ReleaseIdentity)],
+) -> Option<Files> {
+    if GLUE.matches(GLUE_INSTANCE_IMPORT).count() != 1 {
+        return None;
+    }
+    let deps = vec![(module.path.clone(), module.version.clone(), false)];
+    let mut files = vec![
+        (
+            "cue.mod/module.cue".to_owned(),
+            module_file(RELEASE_LANGUAGE_VERSION, &deps, &platform.catalogs),
+        ),
+        ("platform/platform.cue".to_owned(), platform_file(platform)),
+    ];
+    let mut imports = String::new();
+    let mut fields = String::new();
+    for (i, (values, identity)) in members.iter().enumerate() {
+        let values = match values {
+            Value::Null => Value::Object(Default::default()),
+            Value::Object(_) => (*values).clone(),
+            _ => return None,
+        };
+        files.push((
+            format!("m{i}/instance/instance.cue"),
+            instance_file(module, &values, identity),
+        ));
+        let own = format!("\"opm.internal/render/m{i}/instance\"");
+        files.push((
+            format!("m{i}/glue.cue"),
+            GLUE.replacen(GLUE_INSTANCE_IMPORT, &own, 1),
+        ));
+        imports.push_str(&format!("\tg{i} \"opm.internal/render/m{i}:glue\"\n"));
+        fields.push_str(&format!("{}: g{i}\n", batch_field(i)));
+    }
+    files.push((
+        "batch.cue".to_owned(),
+        format!("package batch\n\nimport (\n{imports})\n\n{fields}"),
+    ));
+    Some(Files {
+        files,
+        args: export_args(),
+    })
+}
+
 /// The render package of a ModuleRelease (LAYOUT.md (a)).
 pub fn module_files(
     module: &ModuleRef,
@@ -119,13 +188,7 @@ pub fn module_files(
             });
         }
     };
-    let values = ascii(&serde_json::to_string_pretty(&values).unwrap_or_else(|_| "{}".into()));
-    let instance = format!(
-        "package instance\n\nimport (\n\tcore \"opmodel.dev/core@v2\"\n\tmod {}\n)\n\ncore.#ModuleInstance\n\nmetadata: {{\n\tname:      {}\n\tnamespace: {}\n}}\n#module: mod\nvalues: {values}\n",
-        quote(&module.path),
-        quote(&identity.name),
-        quote(&identity.namespace),
-    );
+    let instance = instance_file(module, &values, identity);
     let deps = vec![(module.path.clone(), module.version.clone(), false)];
     Ok(Files {
         files: vec![

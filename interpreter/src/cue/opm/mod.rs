@@ -19,6 +19,7 @@ use serde_json::Value;
 use crate::cue::module_ref::{ModuleRef, ReleaseIdentity};
 use crate::cue::render::{RenderError, RenderKey, Rendered, Renderer};
 
+mod batch;
 pub mod layout;
 #[cfg(test)]
 mod tests;
@@ -49,6 +50,8 @@ pub struct Opm {
     /// A Platform given on the command line (`--platform FILE`): used instead of the watch,
     /// and ready without an evaluation of its own (the render itself resolves its catalogs).
     fixed: RwLock<Option<Arc<Platform>>>,
+    /// Open batches of OPM renders ([`batch`]).
+    batches: batch::Batches,
 }
 
 impl std::fmt::Debug for Opm {

@@ -47,7 +47,8 @@ impl Renderer {
         let target = format!("{base}@{}", module.version);
         self.run_counted(
             dir.path(),
-            &["mod", "get", &target],
+            // `--`: a module path is never read as a flag, whatever a tenant wrote.
+            &["mod", "get", "--", &target],
             credentials,
             &self.stats.probes,
         )
@@ -58,6 +59,13 @@ impl Renderer {
                 message: format!("reading the probe's module file: {e}"),
             }
         })
+    }
+
+    /// Counts a batched OPM run of `members` releases (as module batches are counted).
+    pub(crate) fn note_batch(&self, members: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.stats.batch_runs.fetch_add(1, Relaxed);
+        self.stats.batched.fetch_add(members, Relaxed);
     }
 
     /// A cached render, counted as a hit.
