@@ -23,9 +23,129 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
     s.len() <= DNS1123_SUBDOMAIN_MAX && s.split('.').all(is_dns1123_label)
 }
 
+/// SPEC §24 "names", again in the core for an object stored before the CRD had its
+/// patterns (the API server checks only on write): every name a spec gives for an object
+/// the operator reads or impersonates must be one, else the release stalls with the reason
+/// of the step that would have used it, naming the field. Checked before anything is read.
+pub fn check_spec(
+    common: &crate::api::ReleaseCommon,
+    values_from: &[crate::api::values_from::ValuesReference],
+    secret_ref: Option<&str>,
+) -> Result<(), crate::outcome::Failure> {
+    use crate::outcome::Failure;
+    use crate::reason::Reason;
+    let name = |field: String, value: &str, reason: Reason| {
+        (!is_dns1123_subdomain(value)).then(|| {
+            Failure::stalled(
+                reason,
+                format!("{field} {value:?} is not a valid name (a DNS-1123 subdomain)"),
+            )
+        })
+    };
+    let namespace = |field: String, value: &str, reason: Reason| {
+        (!value.is_empty() && !is_dns1123_label(value)).then(|| {
+            Failure::stalled(
+                reason,
+                format!("{field} {value:?} is not a valid namespace (a DNS-1123 label)"),
+            )
+        })
+    };
+    let mut bad = Vec::new();
+    if let Some(sa) = common.service_account_name.as_deref() {
+        bad.push(name(
+            "spec.serviceAccountName".into(),
+            sa,
+            Reason::ImpersonationFailed,
+        ));
+    }
+    for (i, d) in common.depends_on.iter().enumerate() {
+        let r = Reason::DependenciesNotReady;
+        bad.push(name(format!("spec.dependsOn[{i}].name"), &d.name, r));
+        bad.push(namespace(
+            format!("spec.dependsOn[{i}].namespace"),
+            &d.namespace,
+            r,
+        ));
+    }
+    for (i, v) in values_from.iter().enumerate() {
+        let f = format!("spec.valuesFrom[{i}].name");
+        bad.push(name(f, &v.name, Reason::ValuesNotFound));
+    }
+    if let Some(s) = secret_ref {
+        let f = "spec.module.secretRef.name".to_string();
+        bad.push(name(f, s, Reason::ResolutionFailed));
+    }
+    for (i, h) in common.health_checks.iter().enumerate() {
+        let r = Reason::HealthCheckFailed;
+        bad.push(name(format!("spec.healthChecks[{i}].name"), &h.name, r));
+        bad.push(namespace(
+            format!("spec.healthChecks[{i}].namespace"),
+            &h.namespace,
+            r,
+        ));
+    }
+    match bad.into_iter().flatten().next() {
+        Some(f) => Err(f),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spec_stored_before_the_patterns_stalls_naming_the_field() {
+        use crate::api::ReleaseCommon;
+        use crate::reason::Reason;
+        let ok = ReleaseCommon {
+            service_account_name: Some("deployer".into()),
+            ..Default::default()
+        };
+        assert!(check_spec(&ok, &[], Some("reg-cred")).is_ok());
+        let sa = ReleaseCommon {
+            service_account_name: Some("a/../b".into()),
+            ..Default::default()
+        };
+        let f = check_spec(&sa, &[], None).unwrap_err();
+        assert_eq!(f.reason, Reason::ImpersonationFailed);
+        assert_eq!(
+            f.message,
+            r#"spec.serviceAccountName "a/../b" is not a valid name (a DNS-1123 subdomain)"#
+        );
+        let mut dep = ReleaseCommon::default();
+        dep.depends_on.push(crate::api::DependencyRef {
+            name: "web\u{1b}[2J".into(),
+            ..Default::default()
+        });
+        let f = check_spec(&dep, &[], None).unwrap_err();
+        assert_eq!(f.reason, Reason::DependenciesNotReady);
+        assert!(
+            f.message
+                .starts_with("spec.dependsOn[0].name \"web\\u{1b}[2J\""),
+            "{}",
+            f.message
+        );
+        let mut hc = ReleaseCommon::default();
+        hc.health_checks.push(crate::api::HealthCheckRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "x".into(),
+            namespace: "Other NS".into(),
+        });
+        assert_eq!(
+            check_spec(&hc, &[], None).unwrap_err().reason,
+            Reason::HealthCheckFailed
+        );
+        let vf = [crate::api::values_from::ValuesReference {
+            name: "../etc".into(),
+            ..Default::default()
+        }];
+        let f = check_spec(&ReleaseCommon::default(), &vf, None).unwrap_err();
+        assert_eq!(f.reason, Reason::ValuesNotFound);
+        let f = check_spec(&ReleaseCommon::default(), &[], Some("Reg Cred")).unwrap_err();
+        assert_eq!(f.reason, Reason::ResolutionFailed);
+    }
 
     #[test]
     fn labels_and_subdomains() {

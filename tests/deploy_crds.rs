@@ -598,6 +598,7 @@ fn deployments_carry_the_operator_flags() {
         "--kube-api-qps",
         "--kube-api-burst",
         "--allow-operator-identity",
+        "--max-values-bytes",
     ];
     let plain = std::fs::read_to_string(repo().join("deploy/manager/deployment.yaml")).unwrap();
     let helm =
@@ -657,7 +658,7 @@ fn deployments_carry_the_operator_flags() {
 
 /// Spec fields a tenant may write without a bound of their own, each with the reason.
 /// Everything else a tenant writes must carry one (SPEC §24).
-const UNBOUNDED_BY_DESIGN: [(&str, &str); 2] = [
+const UNBOUNDED_BY_DESIGN: [(&str, &str); 3] = [
     (
         "spec.values",
         "free-form values, checked by the module's own #config in CUE; bounded as a whole by \
@@ -667,6 +668,12 @@ const UNBOUNDED_BY_DESIGN: [(&str, &str); 2] = [
         "spec.driftDetection.ignore[].target.name",
         "an exact-match filter over rendered objects, never read: names such as the \
          ClusterRole `system:aggregate-to-view` are not DNS-1123; bounded by maxLength",
+    ),
+    (
+        "spec.registry{}.filter",
+        "the Platform's retired version-range form, kept in the schema only so that the \
+         CRD's CEL rule can refuse it with a message saying to pin `version`: any value is \
+         refused, so nothing of it is ever stored",
     ),
 ];
 
@@ -687,10 +694,8 @@ fn unbounded(schema: &Value, at: &str, field: &str, out: &mut Vec<String>) {
         ));
     }
     match schema.get("type").and_then(Value::as_str) {
-        Some("array") => {
-            if schema.get("maxItems").is_none() && !allowed(at) {
-                out.push(format!("{at}: a list without maxItems"));
-            }
+        Some("array") if schema.get("maxItems").is_none() && !allowed(at) => {
+            out.push(format!("{at}: a list without maxItems"));
         }
         Some("string") => {
             let bounded = schema.get("maxLength").is_some() || schema.get("enum").is_some();

@@ -1202,3 +1202,54 @@ async fn diff_of_an_opm_release_with_a_values_change() {
     );
     op.stop().await;
 }
+
+/// SPEC §24: a status message quoting what a tenant wrote reaches the terminal without
+/// control characters. A tenant who may write its release's status (or an old operator
+/// that did not filter) puts an ESC sequence, a BEL and a carriage return in `Ready`'s
+/// message and a history entry; `why`, `get -o wide` and `get -o yaml` print none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_in_messages_never_reach_the_terminal() {
+    let (env, ns) = namespace().await;
+    create_mr(
+        &ns.client,
+        &module_release(&ns.name, "esc", json!({}), json!({})),
+    )
+    .await;
+    let hostile = "render failed: \u{1b}[2J\u{1b}]0;owned\u{7}cleared\rover \u{9b}31mred";
+    let api: Api<opm_core::api::ModuleRelease> = Api::namespaced(ns.client.clone(), &ns.name);
+    api.patch_status(
+        "esc",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"status": {
+            "conditions": [{"type": "Ready", "status": "False", "reason": "RenderFailed",
+                "message": hostile, "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "history": [{"sequence": 1, "action": "reconcile", "phase": "render",
+                "message": hostile}],
+        }})),
+    )
+    .await
+    .expect("status written");
+    for args in [
+        vec!["why", "mr/esc"],
+        vec!["get", "mr", "-o", "wide"],
+        vec!["get", "mr/esc", "-o", "yaml"],
+        vec!["get", "mr/esc", "-o", "json"],
+    ] {
+        let r = opm(env, Some(&ns.name), &args).await;
+        assert_eq!(r.code, 0, "{args:?}: {r}");
+        let bad: Vec<char> = r
+            .stdout
+            .chars()
+            .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+            .collect();
+        assert!(bad.is_empty(), "{args:?} printed {bad:?}:\n{}", r.stdout);
+        if args[0] == "why" {
+            assert!(
+                r.stdout
+                    .contains("render failed: [2J]0;ownedclearedover 31mred"),
+                "{}",
+                r.stdout
+            );
+        }
+    }
+}

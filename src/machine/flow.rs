@@ -71,6 +71,24 @@ impl Attempt {
             return self.suspend_exit();
         }
         self.announce_resume();
+        let (values_from, secret_ref) = match &self.ctx.spec {
+            SourceSpec::Module {
+                module,
+                values_from,
+                ..
+            } => (
+                values_from.as_slice(),
+                module
+                    .secret_ref
+                    .as_ref()
+                    .map(|s| s.name.as_str())
+                    .filter(|n| !n.is_empty()),
+            ),
+            SourceSpec::Package { .. } => (&[][..], None),
+        };
+        if let Err(f) = crate::names::check_spec(&self.ctx.common, values_from, secret_ref) {
+            return self.fail(f);
+        }
         if self.ctx.common.depends_on.is_empty() {
             return self.mark_and_source();
         }

@@ -148,17 +148,12 @@ pub(crate) async fn run(
                 *w.releases.lock().unwrap_or_else(|p| p.into_inner()) = releases;
                 continue;
             }
-            // Not read yet under this identity (the ServiceAccount not checked yet, or
-            // the release stalled before its read): nothing to watch.
-            if rt.values_reads.get(&key).is_none() {
-                continue;
-            }
-            let waiting = refused
+            let refused_until = refused
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .get(&key)
-                .is_some_and(|(until, _)| *until > now);
-            if waiting {
+                .map(|(until, _)| *until);
+            if !may_open(&rt.values_reads, &key, refused_until, now) {
                 continue;
             }
             let client = match rt.clients.for_identity(identity.as_ref()) {
@@ -238,6 +233,24 @@ struct Shared {
     refused: Refused,
 }
 
+/// Whether the watch of `key` may open now: only once a render read the object under that
+/// identity (so after the core found the ServiceAccount; a release stalled before its read
+/// gets no watch, and never one as the operator), and not while a 403 backoff runs.
+fn may_open(
+    reads: &ReadVersions,
+    key: &WatchKey,
+    refused_until: Option<Instant>,
+    now: Instant,
+) -> bool {
+    reads.get(key).is_some() && refused_until.is_none_or(|until| until <= now)
+}
+
+/// How long a refused watch stays closed: [`REFUSED_FIRST`], then twice the last wait up
+/// to [`REFUSED_MAX`] (the record goes once a watch of that key lists successfully).
+fn refused_wait(last: Option<Duration>) -> Duration {
+    last.map_or(REFUSED_FIRST, |l| (l * 2).min(REFUSED_MAX))
+}
+
 /// Whether the API server refused the watch (or its list) as forbidden.
 fn is_forbidden(e: &watcher::Error) -> bool {
     match e {
@@ -309,9 +322,7 @@ async fn watch_one(client: Client, key: WatchKey, shared: Shared) {
             Ok(e) => e,
             Err(e) if is_forbidden(&e) => {
                 let mut r = refused.lock().unwrap_or_else(|p| p.into_inner());
-                let wait = r
-                    .get(&key)
-                    .map_or(REFUSED_FIRST, |(_, last)| (*last * 2).min(REFUSED_MAX));
+                let wait = refused_wait(r.get(&key).map(|(_, last)| *last));
                 r.insert(key.clone(), (Instant::now() + wait, wait));
                 tracing::info!(error = %e, kind = key.kind.as_str(), namespace = %key.namespace, name = %key.name, user = %key.user, retry_in = ?wait, "values watch refused; closed until the backoff passes");
                 return;
@@ -409,6 +420,54 @@ mod tests {
             ]
         );
         assert!(watched(&mrs[..1], None).is_empty());
+    }
+
+    #[test]
+    fn a_watch_opens_only_after_a_read_under_its_identity_and_its_backoff() {
+        let reads = ReadVersions::default();
+        let key = |user: &str| WatchKey {
+            user: user.into(),
+            kind: ValuesKind::Secret,
+            namespace: "a".into(),
+            name: "db".into(),
+        };
+        let sa = key("system:serviceaccount:a:dep");
+        let now = Instant::now();
+        assert!(!may_open(&reads, &sa, None, now), "nothing read yet");
+        reads.record(key(""), Some("5".into()));
+        assert!(
+            !may_open(&reads, &sa, None, now),
+            "a read as the operator opens no watch as the ServiceAccount"
+        );
+        reads.record(sa.clone(), None);
+        assert!(
+            may_open(&reads, &sa, None, now),
+            "read (absent) under that identity"
+        );
+        let later = now + Duration::from_secs(10);
+        assert!(!may_open(&reads, &sa, Some(later), now), "refused: waits");
+        assert!(may_open(&reads, &sa, Some(later), later));
+    }
+
+    #[test]
+    fn a_refused_watch_waits_longer_each_time_up_to_the_max() {
+        let mut w = None;
+        let mut waits = Vec::new();
+        for _ in 0..7 {
+            let next = refused_wait(w);
+            waits.push(next.as_secs());
+            w = Some(next);
+        }
+        assert_eq!(waits, [10, 20, 40, 80, 160, 300, 300]);
+        let forbidden = kube::core::Status::failure("forbidden", "Forbidden").with_code(403);
+        assert!(is_forbidden(&watcher::Error::InitialListFailed(
+            kube::Error::Api(Box::new(forbidden.clone()))
+        )));
+        assert!(is_forbidden(&watcher::Error::WatchError(Box::new(
+            forbidden
+        ))));
+        let gone = kube::core::Status::failure("gone", "Expired").with_code(410);
+        assert!(!is_forbidden(&watcher::Error::WatchError(Box::new(gone))));
     }
 
     #[test]

@@ -7,6 +7,10 @@
 //! digest and kept in the attempt's [`SecretTable`]; a parse error of a Secret's content
 //! is reported without the parser's text, which may quote the content.
 
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::Api;
@@ -14,10 +18,6 @@ use opm_core::api::values_from::{ValuesKind, ValuesReference};
 use opm_core::input::{ApiError, InputKind};
 use opm_core::values_from::{CredentialsContent, ValuesContent};
 use serde_json::Value;
-
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use crate::cue::local_values::{BoundedParseError, parse_bounded};
 use crate::cue::secrets::SecretTable;
@@ -119,26 +119,24 @@ pub async fn read(
             values.push(done.clone());
             continue;
         }
-        let object = match objects.get(&(r.kind, r.name.as_str())) {
-            Some(o) => o.clone(),
-            None => {
-                let o = fetch(&client, namespace, r).await;
-                if let Ok(f) = &o {
-                    let version = f.as_ref().map(|f| f.version.clone());
-                    seen.push((r.kind, r.name.clone(), version));
-                }
-                objects.insert((r.kind, r.name.as_str()), o.clone());
-                o
+        let object_key = (r.kind, r.name.as_str());
+        if let std::collections::btree_map::Entry::Vacant(slot) = objects.entry(object_key) {
+            let o = fetch(&client, namespace, r).await;
+            if let Ok(f) = &o {
+                let version = f.as_ref().map(|f| f.version.clone());
+                seen.push((r.kind, r.name.clone(), version));
             }
-        };
-        let got = object.map(|o| {
-            content(
+            slot.insert(o);
+        }
+        let got = match &objects[&object_key] {
+            Ok(o) => Ok(content(
                 r,
-                o.map(|f| f.data.get(r.key()).cloned()),
+                o.as_ref().map(|f| f.data.get(r.key()).cloned()),
                 secrets,
                 max_bytes.saturating_sub(used),
-            )
-        });
+            )),
+            Err(e) => Err(e.clone()),
+        };
         match &got {
             Ok(ValuesContent::Found { value }) => {
                 used = used.saturating_add(opm_core::values_from::size_of(value));
@@ -165,7 +163,6 @@ pub async fn read(
 type Data = BTreeMap<String, Vec<u8>>;
 
 /// An object read, with its `resourceVersion` (for the values watch).
-#[derive(Clone)]
 struct Fetched {
     version: String,
     data: Data,

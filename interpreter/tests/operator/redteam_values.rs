@@ -449,3 +449,96 @@ async fn a_health_check_on_another_namespace_never_reads_it() {
     assert_eq!(data["token"], TOKEN);
     op.stop().await;
 }
+
+/// SPEC §24 "an entry named twice is read once", and nothing is read past the cap: the
+/// `ReadValues` executor against the real API server. Sixteen entries naming one
+/// ConfigMap (two keys of it) cost one GET; seven 900 KiB ConfigMaps under a 4 MiB cap
+/// cost five GETs, the entries after the cap reported unread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_named_twice_is_read_once_and_nothing_past_the_cap() {
+    use opm_core::InputKind;
+    use opm_core::api::values_from::ValuesReference;
+    use opm_core::values_from::ValuesContent;
+    let (_env, ns) = namespace().await;
+    let c = &ns.client;
+    put_configmap(
+        c,
+        &ns.name,
+        "shared",
+        &[("values.yaml", "a: 1\n"), ("other.yaml", "b: 2\n")],
+    )
+    .await;
+    let big = format!("k: \"{}\"\n", "y".repeat(900 * 1024));
+    for i in 0..7 {
+        put_configmap(c, &ns.name, &format!("big{i}"), &[("values.yaml", &big)]).await;
+    }
+    let refs: Vec<ValuesReference> = (0..16)
+        .map(|i| {
+            serde_json::from_value(json!({"kind": "ConfigMap", "name": "shared",
+                "valuesKey": if i % 2 == 0 { "values.yaml" } else { "other.yaml" }}))
+            .unwrap()
+        })
+        .collect();
+    let cap = opm_core::config::DEFAULT_MAX_VALUES_BYTES;
+    let read = |refs: Vec<ValuesReference>| {
+        let client = c.clone();
+        let ns = ns.name.clone();
+        async move {
+            let mut seen = Vec::new();
+            let mut secrets = opm_operator::cue::secrets::SecretTable::default();
+            let got = opm_operator::steps::values_from::read(
+                Ok(client),
+                &ns,
+                &refs,
+                None,
+                &mut secrets,
+                cap,
+                &mut seen,
+            )
+            .await;
+            let InputKind::ValuesRead { values, .. } = got else {
+                panic!("{got:?}")
+            };
+            (values, seen)
+        }
+    };
+    let (values, seen) = read(refs.clone()).await;
+    assert_eq!(seen.len(), 1, "one GET for sixteen entries: {seen:?}");
+    assert_eq!(values.len(), 16);
+    assert_eq!(
+        values[0].as_ref().unwrap(),
+        &ValuesContent::Found {
+            value: json!({"a": 1})
+        }
+    );
+    assert_eq!(
+        values[1].as_ref().unwrap(),
+        &ValuesContent::Found {
+            value: json!({"b": 2})
+        }
+    );
+    opm_core::values_from::check_size(&refs, &values, cap).expect("small");
+
+    let refs: Vec<ValuesReference> = (0..7)
+        .map(|i| {
+            serde_json::from_value(json!({"kind": "ConfigMap", "name": format!("big{i}")})).unwrap()
+        })
+        .collect();
+    let (values, seen) = read(refs.clone()).await;
+    assert_eq!(seen.len(), 5, "nothing read past the cap: {seen:?}");
+    assert!(matches!(values[4], Ok(ValuesContent::TooLarge { bytes }) if bytes > 0));
+    assert!(matches!(
+        values[5],
+        Ok(ValuesContent::TooLarge { bytes: 0 })
+    ));
+    assert!(matches!(
+        values[6],
+        Ok(ValuesContent::TooLarge { bytes: 0 })
+    ));
+    let f = opm_core::values_from::check_size(&refs, &values, cap).unwrap_err();
+    assert!(
+        f.message.starts_with("values from 7 objects are "),
+        "{}",
+        f.message
+    );
+}
