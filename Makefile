@@ -73,6 +73,7 @@ fuzz:
 # Side by side with Flux kustomize-controller (builds it from its Go module once, then
 # 100 and 1000 releases at concurrency 4 and 10, in three tables: as shipped, tuned, and
 # converge to healthy; long). Tables: bench/results/results.md.
-# Options: ./bench/run --help (e.g. BENCH_ARGS="--releases 100 --concurrency 4").
+# Options: ./bench/run --help (e.g. BENCH_ARGS="--releases 100 --concurrency 4"; OPM against
+# plain, issue 32: BENCH_ARGS="--tables opm --releases 1000 --concurrency 4").
 bench:
 	./bench/run $(BENCH_ARGS)
