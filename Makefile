@@ -22,11 +22,11 @@ chaos: tools
 	eval "$$(./tools/install --env)" && cargo test -p opm-operator --test chaos --locked -- --nocapture
 
 # The README's first command: a local API server, a CUE registry, an artifact server, the
-# operator and both example releases; Ctrl-C stops everything.
+# operator, the Platform, the OPM example release and both plain ones; Ctrl-C stops everything.
 demo:
 	./hack/demo
 
-# The demo non-interactively: exits 0 once both example releases are Ready.
+# The demo non-interactively: exits 0 once the Platform and all three example releases are Ready.
 demo-check:
 	./hack/demo --once
 
@@ -75,6 +75,7 @@ fuzz:
 # Side by side with Flux kustomize-controller (builds it from its Go module once, then
 # 100 and 1000 releases at concurrency 4 and 10, in three tables: as shipped, tuned, and
 # converge to healthy; long). Tables: bench/results/results.md.
-# Options: ./bench/run --help (e.g. BENCH_ARGS="--releases 100 --concurrency 4").
+# Options: ./bench/run --help (e.g. BENCH_ARGS="--releases 100 --concurrency 4"; OPM against
+# plain, issue 32: BENCH_ARGS="--tables opm --releases 1000 --concurrency 4").
 bench:
 	./bench/run $(BENCH_ARGS)

@@ -5,7 +5,7 @@ Ready over time. Kept apart from bench/run so a table can be re-made from saved 
 import json
 import sys
 
-COLORS = {"flux": "#d62728", "opm-rel": "#1f77b4", "opm-mr": "#2ca02c"}
+COLORS = {"flux": "#d62728", "opm-rel": "#1f77b4", "opm-mr": "#2ca02c", "opm-opm": "#9467bd"}
 DASH = {4: "", 10: "6,3"}
 
 
@@ -19,7 +19,7 @@ def ratio(a, b):
 
 # The tables in the order they are printed; results from before tables existed were all
 # measured at the tuned client limits, apply-only.
-ORDER = ["apply-shipped", "apply-tuned", "healthy-shipped", "healthy-tuned"]
+ORDER = ["apply-shipped", "apply-tuned", "healthy-shipped", "healthy-tuned", "opm"]
 LEGACY = "apply-tuned"
 
 
@@ -56,6 +56,13 @@ def limits_text(meta, table, runs):
 
 
 def title(meta, table, runs):
+    if table == "opm":
+        return ("### OPM module against plain module (issue 32)\n\nThe same four objects per release "
+                "(Deployment, Service, ConfigMap, ServiceAccount): N ModuleReleases of the plain "
+                "`example.com/modules/web@v0`, then N of the OPM module `example.com/opm/web@v1` rendered "
+                "through the Platform `cluster` (catalog `opmodel.dev/catalogs/opm@v2` v2.0.0-test.2), each "
+                "release with its own values, in one world; apply-only (`wait: false`); "
+                f"{limits_text(meta, table, runs)}.")
     variant = table.split("-")[0]
     what = {
         "apply": "apply-only (`wait: false`): Ready once the API server accepted every object",
@@ -79,6 +86,9 @@ def markdown(doc):
         out += [title(meta, table, runs), ""]
         out += table_rows(runs)
         out.append("")
+        if table == "opm":
+            out += opm_rows(runs)
+            out.append("")
         for run in runs:
             if run.get("note"):
                 out += [f"N = {run['releases']}, concurrency {run['concurrency']}: {run['note']}.", ""]
@@ -119,6 +129,46 @@ def table_rows(runs):
             ]) + " |")
         out.append(f"| {run['releases']} | {run['concurrency']} | API server ceiling (SSA of ConfigMaps) | — | "
                    f"{ceil:.0f} | — | — | — | — | — | — | — | 1.00 |")
+    return out
+
+
+def cue_text(counts):
+    if counts is None:
+        return "—"
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+
+
+def opm_rows(runs):
+    """The OPM table's comparison: time against the plain row, and every `cue` the
+    operator started (converge: how far batching got; re-reconcile of unchanged releases:
+    a NoOp, so none)."""
+    out = [
+        "| N | conc. | system | all Ready (s) | OPM / plain time | controller CPU converge (s) | "
+        "`cue` runs to converge | releases per render run | re-reconcile all (s) | "
+        "`cue` runs in the re-reconcile (NoOp) | peak RSS (MiB) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        plain = next((s for s in run["systems"] if s["system"] == "opm-mr"), None)
+        for s in run["systems"]:
+            n = run["releases"]
+            conv = s["converge_seconds"]
+            runs_c = s.get("cue_runs_converge")
+            # Runs that rendered releases (the Platform's own evaluation left out).
+            exports = sum((runs_c or {}).get(k, 0) for k in ("export", "export-opm", "export-opm-batch"))
+            out.append("| " + " | ".join([
+                str(n), str(run["concurrency"]), s["label"],
+                f"{conv:.1f}" if conv else f"not all: {s.get('converged', '?')}/{n}",
+                ratio(conv, plain["converge_seconds"]) if s["system"] == "opm-opm" and plain and conv
+                and plain["converge_seconds"] else "—",
+                f"{s['cpu_seconds_converge']['controller']:.1f}",
+                cue_text(runs_c),
+                f"{n / exports:.1f}" if exports else "—",
+                f"{s['rereconcile_seconds']:.1f}" if s["rereconcile_seconds"] else
+                f"not all: {s.get('rereconcile_handled', 0)}/{n}",
+                cue_text(s.get("cue_runs_rereconcile")),
+                f"{s['peak_rss_mib']:.0f}",
+            ]) + " |")
     return out
 
 

@@ -190,7 +190,7 @@ install_deploy() {
 		fail "installing the Flux source CRDs failed: $(tail -n 5 "$logs/install.log")"
 	kubectl wait --for condition=Established --timeout=60s \
 		crd/modulereleases.releases.opmodel.dev crd/releases.releases.opmodel.dev \
-		crd/ocirepositories.source.toolkit.fluxcd.io crd/gitrepositories.source.toolkit.fluxcd.io \
+		crd/platforms.releases.opmodel.dev crd/ocirepositories.source.toolkit.fluxcd.io crd/gitrepositories.source.toolkit.fluxcd.io \
 		crd/buckets.source.toolkit.fluxcd.io >>"$logs/install.log" 2>&1 ||
 		fail "CRDs not Established: $(tail -n 5 "$logs/install.log")"
 }
@@ -210,6 +210,19 @@ publish_example_module() {
 	(cd "$work/module" && CUE_REGISTRY="$registry+insecure" CUE_CACHE_DIR="$work/cue-publish-cache" \
 		"$OPM_CUE_BIN" mod publish v0.2.1) >"$logs/publish.log" 2>&1 ||
 		fail "cue mod publish failed: $(cat "$logs/publish.log")"
+}
+
+# publish_opm_fixtures: the OPM fixtures of examples/opm/ (our own opmodel.dev/core@v2, the
+# catalog opmodel.dev/catalogs/opm@v2 in both builds, the modules example.com/opm/*) into
+# the registry publish_example_module started, with examples/opm/publish.sh (dependency
+# order, the versions the tests use).
+publish_opm_fixtures() {
+	: "${registry:?publish_example_module starts the registry first}"
+	step "publishing the OPM fixtures (examples/opm: core v2, catalog, modules) to $registry"
+	CUE_REGISTRY="$registry+insecure" CUE_CACHE_DIR="$work/cue-publish-cache" \
+		"$root/examples/opm/publish.sh" >"$logs/publish-opm.log" 2>&1 ||
+		fail "examples/opm/publish.sh failed: $(tail -n 5 "$logs/publish-opm.log")"
+	info "opmodel.dev/core@v2, opmodel.dev/catalogs/opm@v2 (v2.0.0-test.1, test.2), example.com/opm/web@v1 v1.0.0, …"
 }
 
 # serve_example_release: examples/releases/web as a reproducible tar.gz over HTTP on a free

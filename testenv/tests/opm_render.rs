@@ -726,10 +726,10 @@ async fn example_manifests_render_through_their_platform() {
     assert_eq!(
         names,
         [
-            "ConfigMap/web-config-settings",
-            "ServiceAccount/web-identity",
-            "Deployment/web-server",
-            "Service/web-server"
+            "ConfigMap/opm-web-config-settings",
+            "ServiceAccount/opm-web-identity",
+            "Deployment/opm-web-server",
+            "Service/opm-web-server"
         ]
     );
 }

@@ -28,6 +28,10 @@ struct Args {
     /// `key=value` of the annotation.
     #[arg(long)]
     annotation: String,
+    /// Only the releases matching this label selector (e.g.
+    /// `bench.opmodel.dev/system=opm-opm`): two systems of one kind share the cluster.
+    #[arg(long, default_value = "")]
+    selector: String,
     /// Patches in flight at once.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
@@ -45,7 +49,9 @@ async fn main() -> anyhow::Result<()> {
     let gvk = GroupVersionKind::gvk(&args.group, &args.version, &args.kind);
     let ar = ApiResource::from_gvk_with_plural(&gvk, &args.plural);
     let all: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-    let objects = all.list_metadata(&ListParams::default()).await?;
+    let objects = all
+        .list_metadata(&ListParams::default().labels(&args.selector))
+        .await?;
     let patch = json!({"metadata": {"annotations": {key: value}}});
     let start = Instant::now();
     let results: Vec<Result<(), kube::Error>> = stream::iter(objects.items)
