@@ -180,8 +180,20 @@ enum Command {
         #[command(flatten)]
         out: Out,
     },
-    /// Print what a release would apply, without a cluster (as `opm-operator render`).
-    Render(Box<RenderArgs>),
+    /// Print what a release would apply (as `opm-operator render`). OPM modules and
+    /// instances render through --platform FILE, else the cluster's Platform `cluster`
+    /// (read with --kubeconfig/--context when it can be; nothing else is read).
+    Render {
+        #[command(flatten)]
+        args: Box<RenderArgs>,
+        /// Path to the kubeconfig file the cluster's Platform is read with (default:
+        /// $KUBECONFIG, then ~/.kube/config).
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: Option<PathBuf>,
+        /// The kubeconfig context to read the cluster's Platform in.
+        #[arg(long, value_name = "NAME")]
+        context: Option<String>,
+    },
     /// Print a shell completion script.
     Completion {
         #[arg(value_enum)]
@@ -326,7 +338,21 @@ async fn run(command: Command) -> Result<(String, Verdict), CliError> {
             };
             Ok((text, verdict))
         }
-        Command::Render(args) => {
+        Command::Render {
+            mut args,
+            kubeconfig,
+            context,
+        } => {
+            // SPEC §30: the cluster's Platform by default. Written to a private file the
+            // render reads like --platform's; no cluster, or no Platform there, leaves
+            // plain modules rendering and OPM ones asking for --platform.
+            let platform_file = match &args.platform {
+                Some(_) => None,
+                None => cluster_platform(kubeconfig, context).await,
+            };
+            if let Some(f) = &platform_file {
+                args.platform = Some(f.path().to_path_buf());
+            }
             let text = opm_operator::commands::render_cmd::render(&args)
                 .await
                 .map_err(|e| CliError::Other(format!("{e:#}")))?;
@@ -338,6 +364,34 @@ async fn run(command: Command) -> Result<(String, Verdict), CliError> {
             ok(String::from_utf8_lossy(&buf).into_owned())
         }
     }
+}
+
+/// The cluster's Platform `cluster`, written to a temporary file, when a kubeconfig
+/// reaches a cluster that has one within a few seconds.
+async fn cluster_platform(
+    kubeconfig: Option<PathBuf>,
+    context: Option<String>,
+) -> Option<tempfile::NamedTempFile> {
+    let conn = connect::Conn {
+        kubeconfig,
+        context,
+        ..Default::default()
+    };
+    let read = async {
+        let s = conn.session().await.ok()?;
+        let api = kube::Api::<opm_core::api::platform::Platform>::all(s.client);
+        api.get_opt(opm_core::api::platform::PLATFORM_NAME)
+            .await
+            .ok()
+            .flatten()
+    };
+    let platform = tokio::time::timeout(std::time::Duration::from_secs(5), read)
+        .await
+        .ok()
+        .flatten()?;
+    let mut file = tempfile::NamedTempFile::new().ok()?;
+    serde_json::to_writer(&mut file, &platform).ok()?;
+    Some(file)
 }
 
 async fn session_key(one: &One) -> Result<(connect::Session, opm_core::ReleaseKey), CliError> {

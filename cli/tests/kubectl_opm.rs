@@ -1357,3 +1357,58 @@ async fn diff_never_prints_values_transformed_from_a_values_secret() {
         }
     }
 }
+
+/// SPEC §30: `kubectl opm render` of an OPM module reads the cluster's Platform by default
+/// (with `--kubeconfig`), and without a cluster to read it from asks for `--platform FILE`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn render_of_an_opm_module_reads_the_clusters_platform() {
+    use opm_testenv::opm::{self as fx, OpmFixtures};
+    OpmFixtures::global().await;
+    let (env, ns) = namespace().await;
+    let platform: opm_core::api::platform::Platform = serde_json::from_value(json!({
+        "apiVersion": "releases.opmodel.dev/v1alpha1",
+        "kind": "Platform",
+        "metadata": {"name": "cluster"},
+        "spec": {"type": "kubernetes", "registry": {fx::CATALOG: {"version": fx::CATALOG_NEW}}},
+    }))
+    .unwrap();
+    let api = Api::<opm_core::api::platform::Platform>::all(ns.client.clone());
+    if api.get_opt("cluster").await.unwrap().is_none() {
+        api.create(&PostParams::default(), &platform).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let module = format!("{}@{}", fx::WEB, fx::WEB_VERSIONS[0]);
+    let kubeconfig = env.kubeconfig_path();
+    let render = |kubeconfig: String| {
+        let module = module.clone();
+        let cache = dir.path().to_str().unwrap().to_owned();
+        async move {
+            opm_bare(&[
+                "render",
+                "--module",
+                &module,
+                "--name",
+                "shop",
+                "--namespace",
+                "demo",
+                "--cache-dir",
+                &cache,
+                "--kubeconfig",
+                &kubeconfig,
+            ])
+            .await
+        }
+    };
+    let r = render(kubeconfig.to_str().unwrap().to_owned()).await;
+    assert_eq!(r.code, 0, "{r}");
+    let docs: Vec<Value> = serde_saphyr::from_str_multiple(&r.stdout).unwrap();
+    assert!(
+        docs.iter()
+            .any(|d| d["kind"] == "Deployment" && d["metadata"]["namespace"] == "demo"),
+        "{r}"
+    );
+    // No cluster to read a Platform from: the render says what to give.
+    let r = render("/nonexistent/kubeconfig".into()).await;
+    assert_ne!(r.code, 0, "{r}");
+    assert!(r.stderr.contains("--platform"), "{r}");
+}
