@@ -1142,17 +1142,7 @@ async fn diff_of_an_opm_release_with_a_values_change() {
     use opm_testenv::opm::{self as fx, OpmFixtures};
     OpmFixtures::global().await;
     let (env, ns) = namespace().await;
-    let platform: opm_core::api::platform::Platform = serde_json::from_value(json!({
-        "apiVersion": "releases.opmodel.dev/v1alpha1",
-        "kind": "Platform",
-        "metadata": {"name": "cluster"},
-        "spec": {"type": "kubernetes", "registry": {fx::CATALOG: {"version": fx::CATALOG_NEW}}},
-    }))
-    .unwrap();
-    let api = Api::<opm_core::api::platform::Platform>::all(ns.client.clone());
-    if api.get_opt("cluster").await.unwrap().is_none() {
-        api.create(&PostParams::default(), &platform).await.unwrap();
-    }
+    ensure_platform(&ns.client).await;
     let op = Operator::start(env, &ns.name).await;
     create_mr(
         &ns.client,
@@ -1365,17 +1355,7 @@ async fn render_of_an_opm_module_reads_the_clusters_platform() {
     use opm_testenv::opm::{self as fx, OpmFixtures};
     OpmFixtures::global().await;
     let (env, ns) = namespace().await;
-    let platform: opm_core::api::platform::Platform = serde_json::from_value(json!({
-        "apiVersion": "releases.opmodel.dev/v1alpha1",
-        "kind": "Platform",
-        "metadata": {"name": "cluster"},
-        "spec": {"type": "kubernetes", "registry": {fx::CATALOG: {"version": fx::CATALOG_NEW}}},
-    }))
-    .unwrap();
-    let api = Api::<opm_core::api::platform::Platform>::all(ns.client.clone());
-    if api.get_opt("cluster").await.unwrap().is_none() {
-        api.create(&PostParams::default(), &platform).await.unwrap();
-    }
+    ensure_platform(&ns.client).await;
     let dir = tempfile::tempdir().unwrap();
     let module = format!("{}@{}", fx::WEB, fx::WEB_VERSIONS[0]);
     let kubeconfig = env.kubeconfig_path();
@@ -1411,4 +1391,24 @@ async fn render_of_an_opm_module_reads_the_clusters_platform() {
     let r = render("/nonexistent/kubeconfig".into()).await;
     assert_ne!(r.code, 0, "{r}");
     assert!(r.stderr.contains("--platform"), "{r}");
+}
+
+/// The Platform `cluster` pinning the OPM fixtures' newer catalog, created unless a test
+/// of this binary (one API server) already did; tests run at once, so a create that
+/// finds it made meanwhile (409) is fine.
+async fn ensure_platform(client: &kube::Client) {
+    use opm_testenv::opm as fx;
+    let platform: opm_core::api::platform::Platform = serde_json::from_value(json!({
+        "apiVersion": "releases.opmodel.dev/v1alpha1",
+        "kind": "Platform",
+        "metadata": {"name": "cluster"},
+        "spec": {"type": "kubernetes", "registry": {fx::CATALOG: {"version": fx::CATALOG_NEW}}},
+    }))
+    .unwrap();
+    let api = Api::<opm_core::api::platform::Platform>::all(client.clone());
+    match api.create(&PostParams::default(), &platform).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("creating the Platform: {e}"),
+    }
 }

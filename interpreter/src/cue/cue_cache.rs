@@ -212,24 +212,12 @@ fn escape(s: &str) -> String {
 pub fn entries(dir: &Path) -> Vec<CacheEntry> {
     let mut by_key: HashMap<String, CacheEntry> = HashMap::new();
     let extract = dir.join("mod").join("extract");
-    let mut extracted = Vec::new();
-    find_versions(&extract, &extract, &mut extracted);
-    for (key, path) in extracted {
-        let (bytes, modified) = measure(&path);
-        let e = by_key.entry(key.clone()).or_insert_with(|| CacheEntry {
-            key,
-            bytes: 0,
-            paths: Vec::new(),
-            modified,
-        });
-        e.bytes += bytes;
-        e.modified = e.modified.max(modified);
-        e.paths.push(path);
-    }
+    let mut found = Vec::new();
+    find_versions(&extract, &extract, &mut found);
     let download = dir.join("mod").join("download");
-    let mut files = Vec::new();
-    find_downloads(&download, &download, &mut files);
-    for (key, path) in files {
+    find_downloads(&download, &download, &mut found);
+    // A module version's extracted tree and its downloaded files count as one entry.
+    for (key, path) in found {
         let (bytes, modified) = measure(&path);
         let e = by_key.entry(key.clone()).or_insert_with(|| CacheEntry {
             key,
