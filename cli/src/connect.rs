@@ -89,7 +89,7 @@ impl Conn {
 
 impl Session {
     /// A client acting as `system:serviceaccount:<ns>:<sa>`, as the operator impersonates
-    /// a release's ServiceAccount (SPEC §15: the user only, the server adds the groups).
+    /// a release's ServiceAccount(the user only, the server adds the groups).
     pub fn impersonating(&self, namespace: &str, service_account: &str) -> Result<Client> {
         let mut config = self.config.clone();
         config.auth_info.impersonate = Some(format!(

@@ -90,7 +90,7 @@ pub async fn reconcile(
 }
 
 /// Sets `reconcile.fluxcd.io/requestedAt` on the Release's Flux source, so source-controller
-/// fetches now; the operator follows on the new artifact by itself (SPEC §16).
+/// fetches now; the operator follows on the new artifact by itself.
 async fn annotate_source(s: &Session, obj: &ReleaseObject, requested: &str) -> Result<String> {
     let ReleaseObject::Release(rel) = obj else {
         return Err(CliError::Usage(

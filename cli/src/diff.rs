@@ -3,7 +3,7 @@
 //! same synthesised package), turned into objects by the core (labels, namespaces, §28
 //! policies), then every object gets a server-side dry-run apply under the identity the
 //! check runs as: the user's, or with `--as-release` the release's ServiceAccount exactly
-//! as the operator impersonates it (SPEC §15), so an RBAC gap shows here, before a merge.
+//! as the operator impersonates it, so an RBAC gap shows here, before a merge.
 
 use std::path::PathBuf;
 
@@ -43,7 +43,7 @@ pub struct DiffOpts {
     pub service_account: Option<String>,
     pub cue: CueArgs,
     pub cache_dir: Option<PathBuf>,
-    /// A Platform manifest to render OPM releases with instead of the cluster's (SPEC §30).
+    /// A Platform manifest to render OPM releases with instead of the cluster's.
     pub platform: Option<PathBuf>,
 }
 
@@ -80,7 +80,7 @@ pub async fn run(s: &Session, key: &ReleaseKey, opts: &DiffOpts) -> Result<Repor
             secrets.scrub(&f.message)
         ))
     };
-    // The operator's default caps (SPEC §24): a render it would refuse is refused here.
+    // The operator's default caps: a render it would refuse is refused here.
     render_value::check_caps(
         &exported,
         bytes,
@@ -278,7 +278,7 @@ async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<
             ));
         }
     };
-    // Ownership (SPEC §25), decided by the core with its own wording: every object,
+    // Ownership, decided by the core with its own wording: every object,
     // whatever its `ssa` policy or the inventory says, as the operator does.
     if let Some(l) = &live {
         let meta = LiveMeta {
@@ -366,7 +366,7 @@ async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<
     Ok(())
 }
 
-/// A dry-run the server refused: the attempt would stop there (SPEC §4), so it is reported
+/// A dry-run the server refused: the attempt would stop there, so it is reported
 /// as refused; a Forbidden one is an error of the check itself.
 fn refusal(
     ctx: &Ctx<'_>,

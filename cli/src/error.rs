@@ -1,4 +1,4 @@
-//! What can go wrong in a verb, and the exit code each means (SPEC §29: 0 success or no
+//! What can go wrong in a verb, and the exit code each means(0 success or no
 //! change, 1 a failure the verb reports — changes found, a reconcile that failed or
 //! stalled — and 2 an error of the command itself).
 

@@ -1,4 +1,4 @@
-//! `kubectl opm`: the day-2 CLI for opm-operator releases (SPEC §29), a kubectl plugin.
+//! `kubectl opm`: the day-2 CLI for opm-operator releases, a kubectl plugin.
 //!
 //! It reuses the operator rather than re-implementing it: the core (`opm-core`) judges
 //! health, compares fields, builds objects from a render and decides ownership; the
@@ -172,7 +172,7 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         cache_dir: Option<PathBuf>,
         /// A Platform manifest to render OPM modules and instances with, instead of the
-        /// cluster's Platform (SPEC §30).
+        /// cluster's Platform.
         #[arg(long, value_name = "FILE")]
         platform: Option<PathBuf>,
         #[command(flatten)]

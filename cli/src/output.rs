@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::error::{CliError, Result};
 
-/// `text` as it may reach a terminal (SPEC §24): messages of a release quote what a tenant
+/// `text` as it may reach a terminal: messages of a release quote what a tenant
 /// wrote (names, CUE, CEL and API errors), so control characters other than newline and
 /// tab, and bidirectional overrides, are removed; an ESC in a condition message would
 /// otherwise drive the user's terminal.

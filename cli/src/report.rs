@@ -1,10 +1,10 @@
-//! The `diff` report (SPEC §29): what would change, per object, and how it prints. Pure:
+//! The `diff` report: what would change, per object, and how it prints. Pure:
 //! the cluster part (`diff.rs`) fills it, this module words it and decides the exit code.
 //!
 //! Secret hygiene: a field under a Secret's `data` or `stringData` is reported as
 //! `changed` only, never with a value (not even masked as `***`: whether it changed is
 //! the useful fact). Strings that came from `valuesFrom` Secrets are scrubbed wherever
-//! they land (SPEC §23).
+//! they land.
 
 use opm_core::ResourceId;
 use opm_core::fields;

@@ -17,7 +17,7 @@ use crate::releases;
 pub struct Tree {
     pub release: String,
     pub ready: String,
-    /// The `Drifted=True` condition's message (SPEC §20), when the operator found drift.
+    /// The `Drifted=True` condition's message, when the operator found drift.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drifted: Option<String>,
     pub depends_on: Vec<Dependency>,
@@ -76,7 +76,7 @@ fn ready_words(obj: &ReleaseObject) -> String {
 pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
     let key = obj.key();
     let status = releases::status(obj);
-    // A rule that does not compile stalls the release (SPEC §26); here the built-in rules
+    // A rule that does not compile stalls the release; here the built-in rules
     // still say what they can.
     let rules = health::compile(&obj.common().health_check_exprs).unwrap_or_else(|e| {
         let e = crate::output::for_terminal(&e.to_string());

@@ -29,7 +29,7 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print what a release would apply, as multi-document YAML, without a cluster.
     Render(Box<RenderArgs>),
-    /// Print the CustomResourceDefinitions of ModuleRelease and Release.
+    /// Print the CustomResourceDefinitions of ModuleRelease, Release and Platform.
     Crds,
 }
 

@@ -1,4 +1,4 @@
-//! The client's request rate as shipped (README "Client request rate"): no client-side
+//! The client's request rate as shipped (docs/src/operations.md, "Client request rate"): no client-side
 //! limit by default, the same default in the binary, `deploy/` and the Helm chart, and a
 //! 429 from the API server retried after its `Retry-After` instead of failing the attempt.
 

@@ -81,7 +81,8 @@ pub struct ModuleRef {
     /// Exact version, e.g. `v0.2.1`.
     #[schemars(length(min = 1, max = bounds::MODULE_VERSION))]
     pub version: String,
-    /// Registry credentials for this module's pull (SPEC §27).
+    /// A `kubernetes.io/dockerconfigjson` Secret in the release's namespace holding the
+    /// registry credentials for this module's pull.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<super::values_from::LocalSecretRef>,
 }
@@ -140,7 +141,7 @@ pub struct Rollout {
     pub force_conflicts: bool,
     /// Take over objects that exist but were created by no release (they carry no
     /// `module-release.opmodel.dev/uuid` label); without it such an object stalls the
-    /// release with `OwnershipConflict` (SPEC §25).
+    /// release with `OwnershipConflict`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub adopt_existing: bool,
 }
@@ -154,7 +155,7 @@ pub struct DriftDetection {
     pub mode: DriftMode,
     /// Fields never counted as drift nor taken back (Flux's shape): where another manager
     /// owns such a field it is left out of what is applied; where only the release manages
-    /// it, its live value is kept (SPEC §28).
+    /// it, its live value is kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = bounds::IGNORE_RULES))]
     pub ignore: Vec<IgnoreRule>,
@@ -202,7 +203,10 @@ pub struct IgnoreTarget {
     pub label_selector: String,
 }
 
-/// What deleting the release does to its objects (SPEC §12).
+/// What deleting the release does to its objects: `MirrorPrune` (default) deletes them when
+/// `prune` is true and orphans them otherwise, `Delete` always deletes them, `Orphan` never
+/// does, `WaitForTermination` deletes them and keeps the finalizer until every one is gone,
+/// bounded by `timeout`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
 pub enum DeletionPolicy {
     /// Delete them when `prune` is true, orphan them otherwise.
@@ -216,7 +220,7 @@ pub enum DeletionPolicy {
     WaitForTermination,
 }
 
-/// What to do about drift (SPEC §20).
+/// What to do about drift.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
 pub enum DriftMode {
     #[default]
@@ -269,10 +273,12 @@ pub struct ReleaseCommon {
     /// Whether and how drift from the desired state is checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_detection: Option<DriftDetection>,
-    /// `MirrorPrune` (default), `Delete`, `Orphan` or `WaitForTermination` (SPEC §12).
+    /// What deleting the release does to its objects: `MirrorPrune` (default: delete them when
+    /// `prune` is true, else orphan them), `Delete`, `Orphan` or `WaitForTermination` (delete
+    /// them and keep the finalizer until every one is gone, bounded by `timeout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_policy: Option<DeletionPolicy>,
-    /// Ready only once every applied object is healthy (SPEC §26); default true. `false`:
+    /// Ready only once every applied object is healthy, within `timeout`; default true. `false`:
     /// Ready as soon as everything is applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<bool>,
@@ -299,24 +305,30 @@ impl ReleaseCommon {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct InventoryEntry {
+    /// API group of the object; empty for the core group.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub group: String,
+    /// Kind of the object.
     pub kind: String,
+    /// Namespace of the object; empty when cluster-scoped.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    /// Name of the object.
     pub name: String,
+    /// API version the object was applied with.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub v: String,
+    /// The module component the object came from.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub component: String,
     /// `disabled` when the object was rendered with `releases.opmodel.dev/prune: disabled`:
-    /// it is orphaned (release labels removed), never deleted (SPEC §28).
+    /// it is orphaned (release labels removed), never deleted.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub prune: String,
 }
 
 /// One `spec.healthChecks` entry: an object not applied by the release that must be
-/// healthy too (SPEC §26).
+/// healthy too.
 #[derive(
     Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Default, JsonSchema,
 )]

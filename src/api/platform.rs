@@ -114,12 +114,15 @@ impl CatalogPin {
     }
 }
 
-/// What the operator found when it evaluated the Platform (SPEC §30).
+/// What the operator found when it evaluated the Platform.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlatformStatus {
+    /// The `metadata.generation` the last evaluation saw.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub observed_generation: i64,
+    /// `Ready` (`Succeeded` naming the transformers and catalogs, or `ResolutionFailed` with
+    /// `cue`'s message) and `Stalled` while the failure is not transient; keyed by `type`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -136,8 +139,11 @@ pub struct PlatformStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogStatus {
+    /// The catalog's CUE module path.
     pub path: String,
+    /// The pinned version in use.
     pub version: String,
+    /// How many transformers the catalog provides.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub transformers: i64,
 }

@@ -1,4 +1,4 @@
-//! Value parsers of the operator's flags (SPEC §22: a bad flag is a message and exit 2,
+//! Value parsers of the operator's flags(a bad flag is a message and exit 2,
 //! never a panic).
 //!
 //! Clap runs these while it parses the command line, so every refusal is a usage error
@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// Longest duration any flag takes: the CRD's bound on `interval`/`timeout` (SPEC §24).
+/// Longest duration any flag takes: the CRD's bound on `interval`/`timeout`.
 pub(crate) const MAX_FLAG_DURATION: Duration = Duration::from_secs(24 * 3600);
 
 /// A duration in the CRD's syntax (`90s`, `1m30s`, `1.5h`, `250ms`) or plain seconds

@@ -41,7 +41,7 @@ pub struct RenderArgs {
     /// Values for the module (YAML or JSON), unified with its `#config`.
     #[arg(long, requires = "module", conflicts_with = "dir")]
     pub values: Option<PathBuf>,
-    /// Values files merged in order before `--values`, as `valuesFrom` is (SPEC §27):
+    /// Values files merged in order before `--values`, as `valuesFrom` is:
     /// `FILE` (a YAML/JSON mapping, merged at the root) or `TARGET.PATH=FILE` (the file's
     /// text as one string at that dot path). Repeatable.
     #[arg(
@@ -58,7 +58,7 @@ pub struct RenderArgs {
     #[arg(long, default_value = "default", conflicts_with = "dir")]
     pub namespace: String,
     /// A Platform manifest (YAML or JSON, kind Platform): the catalogs an OPM module or
-    /// instance (SPEC §30) is rendered with. Needed for OPM modules and `instance.cue`
+    /// instance is rendered with. Needed for OPM modules and `instance.cue`
     /// packages; plain modules and packages ignore it.
     #[arg(long, value_name = "FILE")]
     pub platform: Option<PathBuf>,

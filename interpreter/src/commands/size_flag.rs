@@ -1,6 +1,6 @@
 //! Byte sizes in flags (`--max-render-bytes 32Mi`, `--render-memory-limit 1Gi`): a plain
 //! number of bytes or one with a Kubernetes quantity suffix. Parsing never panics; a bad
-//! value is clap's error and exit 2 (SPEC §22).
+//! value is clap's error and exit 2.
 
 /// Parses `1048576`, `512Ki`, `32Mi`, `1Gi`, `1G`, `500M`.
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {

@@ -1,7 +1,7 @@
 //! Re-triggers ModuleReleases when a ConfigMap or Secret they reference (`valuesFrom`,
 //! `module.secretRef`, SPEC §27) changes, appears or goes, without any label on it.
 //!
-//! The choice (README "What the operator watches"): one metadata-only watch per referenced
+//! The choice (docs/src/concepts/values.md, "What the operator watches"): one metadata-only watch per referenced
 //! object (`fieldSelector=metadata.name=<name>` in its namespace), opened under the
 //! referencing release's effective identity, so
 //! - nothing is watched when nothing references anything, and an unreferenced Secret is

@@ -1,4 +1,4 @@
-//! The flags of `opm-operator run` (SPEC §22) and their parsers.
+//! The flags of `opm-operator run` and their parsers.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,8 +16,8 @@ pub enum LogFormat {
     Text,
 }
 
-/// `--kube-api-qps` by default: no client-side limit. Measured (README "Client request
-/// rate"): at 50 the limit, not the API server, set the converge time of 1000 releases;
+/// `--kube-api-qps` by default: no client-side limit. Measured (docs/src/operations.md, "Client
+/// request rate"): at 50 the limit, not the API server, set the converge time of 1000 releases;
 /// with none, the operator's requests in flight stay bounded by its workers, and the
 /// API server's Priority and Fairness is the one place that decides what it can take.
 pub const DEFAULT_KUBE_API_QPS: f32 = 0.0;
@@ -37,7 +37,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub allow_cross_namespace_refs: bool,
     /// Releases with no ServiceAccount (no `spec.serviceAccountName`, no
-    /// `--default-service-account`) apply as the operator itself (SPEC §15): `off` (a stall),
+    /// `--default-service-account`) apply as the operator itself: `off` (a stall),
     /// `on` (only namespaced objects in the release's own namespace; the flag alone means
     /// `on`) or `cluster` (anywhere the operator's RBAC reaches: every release author is
     /// trusted with the operator's rights).
@@ -67,45 +67,45 @@ pub struct RunArgs {
     /// Largest artifact downloaded, in bytes (or with a suffix: `64Mi`).
     #[arg(long, default_value_t = crate::artifact::fetch::DEFAULT_MAX_ARTIFACT_BYTES, value_parser = crate::commands::flags::byte_size)]
     pub max_artifact_bytes: u64,
-    /// Largest total size an artifact may extract to, in bytes (SPEC §2, §17).
+    /// Largest total size an artifact may extract to, in bytes.
     #[arg(long, default_value_t = crate::artifact::extract::DEFAULT_MAX_EXTRACTED_BYTES, value_parser = crate::commands::flags::byte_size)]
     pub max_extracted_bytes: u64,
-    /// Deadline of one artifact download, and separately of its extraction (SPEC §17, §24).
+    /// Deadline of one artifact download, and separately of its extraction.
     #[arg(long, default_value = "60s", value_parser = crate::commands::flags::positive_duration)]
     pub fetch_timeout: Duration,
-    /// Deadline of one `cue` run; the child is killed when it passes (SPEC §18).
+    /// Deadline of one `cue` run; the child is killed when it passes.
     #[arg(long, default_value = "60s", value_parser = crate::commands::flags::positive_duration)]
     pub render_timeout: Duration,
-    /// Most objects one render may produce; more is a stall `RenderFailed` (SPEC §24).
+    /// Most objects one render may produce; more is a stall `RenderFailed`.
     #[arg(long, default_value_t = opm_core::config::DEFAULT_MAX_RENDER_OBJECTS, value_parser = crate::commands::size_flag::parse_positive_size)]
     pub max_render_objects: u64,
     /// Largest exported JSON of one render (`32Mi`); `cue`'s output is read no further
-    /// and a larger render stalls `RenderFailed` (SPEC §24).
+    /// and a larger render stalls `RenderFailed`.
     #[arg(long, default_value = "32Mi", value_parser = crate::commands::size_flag::parse_positive_size)]
     pub max_render_bytes: u64,
     /// Largest parsed `valuesFrom` content of one release (`4Mi`), all entries together;
     /// parsing stops there (a YAML anchor bomb is never expanded) and the release stalls
-    /// `ValuesNotFound` (SPEC §24).
+    /// `ValuesNotFound`.
     #[arg(long, default_value = "4Mi", value_parser = crate::commands::size_flag::parse_positive_size)]
     pub max_values_bytes: u64,
-    /// `cue` runs at once; further renders queue (SPEC §24).
+    /// `cue` runs at once; further renders queue.
     #[arg(long, default_value_t = crate::cue::render::DEFAULT_MAX_CONCURRENT_RENDERS as u64, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub max_concurrent_renders: u64,
     /// Most ModuleRelease renders of one module version (same registry and credentials)
     /// that share one `cue` run while they wait for a turn; each still gets exactly its own
-    /// output, and a failing batch is retried one release at a time (issue 18). `1` renders
+    /// output, and a failing batch is retried one release at a time. `1` renders
     /// every release alone.
     #[arg(long, default_value_t = crate::cue::render::DEFAULT_MAX_BATCH as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
     pub max_render_batch: u64,
     /// Memory of one `cue` run (`1Gi`): its `GOMEMLIMIT`, and with 1.5 GiB of headroom its
-    /// address-space rlimit; a run that dies of it stalls `RenderFailed` (SPEC §24). `0`
+    /// address-space rlimit; a run that dies of it stalls `RenderFailed`. `0`
     /// runs `cue` unlimited.
     #[arg(long, default_value = "1Gi", value_parser = crate::commands::size_flag::parse_size)]
     pub render_memory_limit: u64,
     /// Bound of the `cue` module cache under `--cache-dir` (`1Gi`): one copy per module
     /// version, shared by renders without `module.secretRef` (renders with credentials
     /// use a private cache removed with the run); above it the least recently used module
-    /// versions are removed (SPEC §24).
+    /// versions are removed.
     #[arg(long, default_value = "1Gi", value_parser = crate::commands::size_flag::parse_positive_size)]
     pub max_cue_cache_bytes: u64,
     /// Write each attempt as JSON lines (inputs and effects; replay with `opm-sim replay`)
@@ -124,7 +124,7 @@ pub struct RunArgs {
     /// Client-side request rate per client; `0` (the default) sets no client-side limit:
     /// requests in flight are bounded by `--concurrency`, the API server's Priority and
     /// Fairness queues or rejects beyond its share, and a 429 is retried after its
-    /// `Retry-After` (README "Client request rate").
+    /// `Retry-After` (see the operations guide, "Client request rate").
     #[arg(long, default_value_t = DEFAULT_KUBE_API_QPS, value_parser = crate::commands::flags::qps)]
     pub kube_api_qps: f32,
     /// Requests a client may send at once before `--kube-api-qps` applies (unused at `0`).
@@ -144,15 +144,15 @@ pub struct RunArgs {
     #[arg(long, default_value = "15s", value_parser = crate::commands::flags::lease_duration)]
     pub leader_elect_lease_duration: Duration,
     /// Attempts in flight per namespace, per kind; other namespaces' attempts go first while
-    /// one is at it (SPEC §24). Default: half of `--concurrency`, at least 1.
+    /// one is at it. Default: half of `--concurrency`, at least 1.
     #[arg(long)]
     pub max_concurrent_per_namespace: Option<u16>,
     /// `/healthz` fails when a watch has failed this long, or attempts are queued and none
-    /// has started or finished an effect for this long (SPEC §22).
+    /// has started or finished an effect for this long.
     #[arg(long, default_value = "15m", value_parser = parse_duration)]
     pub health_stall_timeout: Duration,
     /// Time one attempt's `healthCheckExprs` evaluations may take together, on a blocking
-    /// thread; over it the object being judged is `Failed` (SPEC §24).
+    /// thread; over it the object being judged is `Failed`.
     #[arg(long, default_value = "1s", value_parser = crate::commands::flags::positive_duration)]
     pub health_eval_timeout: Duration,
 }

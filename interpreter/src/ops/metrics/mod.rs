@@ -166,7 +166,7 @@ fn families() -> Vec<FamilyDef> {
     vec![
         def(
             "opm_controller_release_healthy",
-            "1 while every object of the release is healthy (SPEC §26), else 0",
+            "1 while every object of the release is healthy, else 0",
             MetricType::Gauge,
             |s| Values::Gauge(s.healthy),
         ),
