@@ -1,5 +1,5 @@
 SHELL := /bin/bash
-.PHONY: test chaos fuzz bench tools lint core-purity demo demo-check deploy-check crds image image-check
+.PHONY: test chaos fuzz bench tools lint core-purity demo demo-check deploy-check crds image image-check docs docs-gen
 
 # Build or reuse the test tools (kube-apiserver + etcd, kubectl, cue, Flux source CRDs).
 tools:
@@ -50,6 +50,18 @@ image-check: image
 # Regenerate deploy/crds and the Helm chart's CRDs from the Rust API types.
 crds:
 	UPDATE_CRDS=1 cargo test -p opm-core --test deploy_crds -- --ignored
+
+# The book (docs/): installs a pinned mdBook once into ~/.cache/opm-operator, builds
+# docs/book. The tests check its links and generated pages; CI does not build it.
+docs:
+	./hack/docs
+
+# Regenerate the book's generated pages: the CRDs first, then the per-kind reference, the
+# reasons list and the two command references (from --help).
+docs-gen: crds
+	UPDATE_DOCS=1 cargo test --locked -p opm-core --test docs
+	UPDATE_DOCS=1 cargo test --locked -p opm-operator --test docs_help
+	UPDATE_DOCS=1 cargo test --locked -p kubectl-opm --test docs_help
 
 lint:
 	cargo fmt --all -- --check
