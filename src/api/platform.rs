@@ -100,8 +100,8 @@ pub struct CatalogPin {
     /// Whether the catalog's transformers are used; default true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable: Option<bool>,
-    /// The seed's version ranges: refused (pin `version`); present in the schema only so the
-    /// API server says why instead of dropping it silently.
+    /// The older form's version ranges: refused (pin `version`); present in the schema only
+    /// so the API server says why instead of dropping it silently.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_object")]
     pub filter: Option<serde_json::Value>,
