@@ -41,25 +41,40 @@ fn component_rbac() -> Vec<(String, Value)> {
     listed_rbac(&deploy_dir().join("components/operator-identity"), "apply-")
 }
 
-/// The resources of `dir/kustomization.yaml` starting with `prefix`, parsed.
+/// The resources of `dir/kustomization.yaml` starting with `prefix`, parsed. A resource that
+/// is a directory (`rbac`, a kustomization of its own) contributes its files as `rbac/<file>`.
 fn listed_rbac(dir: &Path, prefix: &str) -> Vec<(String, Value)> {
+    listed_files(dir, "")
+        .into_iter()
+        .filter(|r| r.starts_with(prefix))
+        .map(|r| {
+            let text = std::fs::read_to_string(dir.join(&r)).unwrap();
+            (r, serde_saphyr::from_str::<Value>(&text).unwrap())
+        })
+        .collect()
+}
+
+/// The files `dir/kustomization.yaml` installs, relative to `dir` behind `base`, following
+/// directory resources into their own kustomization.
+fn listed_files(dir: &Path, base: &str) -> Vec<String> {
     let k: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap())
             .unwrap();
-    k["resources"]
+    let mut out = Vec::new();
+    for r in k["resources"]
         .as_array()
         .unwrap()
         .iter()
         .filter_map(Value::as_str)
-        .filter(|r| r.starts_with(prefix))
-        .map(|r| {
-            let text = std::fs::read_to_string(dir.join(r)).unwrap();
-            (
-                r.to_string(),
-                serde_saphyr::from_str::<Value>(&text).unwrap(),
-            )
-        })
-        .collect()
+    {
+        let path = dir.join(r);
+        if path.is_dir() {
+            out.extend(listed_files(&path, &format!("{base}{r}/")));
+        } else {
+            out.push(format!("{base}{r}"));
+        }
+    }
+    out
 }
 
 /// Moves the namespaced objects (and binding subjects) into `ns`; cluster-scoped bindings
