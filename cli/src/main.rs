@@ -39,15 +39,15 @@ const EXAMPLES: &str = "\
 Examples:
   kubectl opm get -A                         every release in every namespace
   kubectl opm get mr/web -o yaml             one ModuleRelease as YAML
-  kubectl opm why rel/shop                   why a release is not Ready, in words
+  kubectl opm why rel/hello                   why a release is not Ready, in words
   kubectl opm tree mr/web                    its objects by component, with live health
   kubectl opm events mr/web                  the operator's events about it
   kubectl opm reconcile mr/web --wait        reconcile now and wait for the outcome
-  kubectl opm reconcile rel/shop --with-source --wait
+  kubectl opm reconcile rel/hello --with-source --wait
   kubectl opm suspend mr/web; kubectl opm resume mr/web
   kubectl opm diff mr/web --values new.yaml  what a values change would do (exit 1 if any)
   kubectl opm diff mr/web --version v0.3.0 --as-release -o json
-  kubectl opm diff rel/shop --path ./release (a local checkout of the release package)
+  kubectl opm diff rel/hello --path ./release (a local checkout of the release package)
   kubectl opm render --module example.com/modules/web@v0.2.1 --values values.yaml
   source <(kubectl opm completion bash)
 
@@ -81,7 +81,7 @@ struct One {
 enum Command {
     /// List releases, or show one: READY, REASON, REVISION, AGE, NEXT RETRY.
     #[command(
-        after_help = "Examples:\n  kubectl opm get\n  kubectl opm get mr -A\n  kubectl opm get rel/shop -o wide"
+        after_help = "Examples:\n  kubectl opm get\n  kubectl opm get mr -A\n  kubectl opm get rel/hello -o wide"
     )]
     Get {
         /// [KIND[/NAME]]: both kinds when omitted.
@@ -146,7 +146,7 @@ enum Command {
     /// What a change would do, by a server-side dry-run of every object (exit 0 no change,
     /// 1 changes, 2 error).
     #[command(
-        after_help = "Examples:\n  kubectl opm diff mr/web --values new-values.yaml\n  kubectl opm diff mr/web --version v0.3.0 --as-release\n  kubectl opm diff rel/shop --path ./checkout/releases/shop -o json"
+        after_help = "Examples:\n  kubectl opm diff mr/web --values new-values.yaml\n  kubectl opm diff mr/web --version v0.3.0 --as-release\n  kubectl opm diff rel/hello --path ./checkout/releases/shop -o json"
     )]
     Diff {
         #[command(flatten)]

@@ -66,7 +66,7 @@ pub fn one(args: &[String]) -> Result<(Kind, String)> {
             name: Some(n),
         } => Ok((k, n)),
         _ => Err(CliError::Usage(
-            "name one release as KIND/NAME, e.g. mr/web or rel/shop".into(),
+            "name one release as KIND/NAME, e.g. mr/web or rel/hello".into(),
         )),
     }
 }
