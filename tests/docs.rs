@@ -170,6 +170,55 @@ fn every_reason_has_a_troubleshooting_entry() {
     );
 }
 
+/// The text of each ``### `Name` `` entry under `docs/src`, up to the next heading.
+fn troubleshooting_entries(root: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for f in files_under(&root.join("docs/src"), ".md") {
+        let text = read(&f);
+        let mut current: Option<(String, String)> = None;
+        for line in text.lines() {
+            if line.starts_with('#') {
+                out.extend(current.take());
+                if let Some(name) = line.strip_prefix("### `").and_then(|r| r.strip_suffix('`')) {
+                    current = Some((name.to_string(), String::new()));
+                }
+            } else if let Some((_, body)) = current.as_mut() {
+                body.push_str(line);
+                body.push('\n');
+            }
+        }
+        out.extend(current);
+    }
+    out
+}
+
+#[test]
+fn every_troubleshooting_entry_says_what_you_see_why_how_to_check_and_fix() {
+    let root = repo_root();
+    let entries = troubleshooting_entries(&root);
+    assert!(
+        entries.len() >= Reason::ALL.len(),
+        "{} entries",
+        entries.len()
+    );
+    let mut incomplete = Vec::new();
+    for (name, body) in &entries {
+        let lower = body.to_lowercase();
+        let missing: Vec<&str> = ["what you see", "why", "check", "fix"]
+            .into_iter()
+            .filter(|part| !lower.contains(part))
+            .collect();
+        if !missing.is_empty() {
+            incomplete.push(format!("{name}: no {missing:?}"));
+        }
+    }
+    assert!(
+        incomplete.is_empty(),
+        "troubleshooting entries missing a part:\n{}",
+        incomplete.join("\n")
+    );
+}
+
 /// Which page holds a reason's entry, as a link from `docs/src/reference/`.
 fn entry_page(root: &Path, reason: &str) -> Option<String> {
     let heading = format!("### `{reason}`");
