@@ -324,18 +324,27 @@ async fn a_receiver_unavailable_for_a_while_loses_nothing() {
     let rx = Receiver::start(Mode::Unavailable).await;
     let op = Operator::start(env, ns.name, |a| {
         a.events_webhook = Some(webhook(&rx.url()));
-        a.events_webhook_max_backoff = Duration::from_millis(300);
+        a.events_webhook_max_backoff = Duration::from_secs(5);
     })
     .await;
     let pkg = Package::start().await;
-    let names = create_releases(&ns, &pkg, 2).await;
+    let outage = Instant::now();
+    let mut names = create_releases(&ns, &pkg, 2).await;
     all_ready(&ns, &names).await;
-    // Unavailable the whole converge and some seconds more: everything waits, retried.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // A minute of 503s, with a release created and converged in the middle of it.
+    tokio::time::sleep(Duration::from_secs(30).saturating_sub(outage.elapsed())).await;
+    let comps = json!({"c": {"a": configmap("cm-late", json!({"k": "1"}))}});
+    pkg.publish(ns.client, ns.name, "late", &release_package("late", &comps))
+        .await;
+    create_rel(ns.client, &release(ns.name, "late", "late", ".", json!({}))).await;
+    names.push("late".into());
+    all_ready(&ns, &names).await;
+    tokio::time::sleep(Duration::from_secs(60).saturating_sub(outage.elapsed())).await;
     let stats = op.rt.webhook.as_ref().unwrap().stats();
-    assert!(stats.retries >= 3, "{stats:?}");
+    // 0.5 + 1 + 2 + 4 s, then every 5 s: about 14 tries in the minute.
+    assert!(stats.retries >= 10, "{stats:?}");
     assert_eq!(stats.sent, 0);
-    assert!(stats.queued >= 4, "{stats:?}");
+    assert!(stats.queued >= 6, "{stats:?}");
     assert!(rx.got().is_empty());
     rx.set(Mode::Up);
     wait_delivered(&ns, &rx, &names).await;
@@ -374,6 +383,8 @@ async fn a_full_queue_drops_the_oldest_and_counts_it() {
     let pkg = Package::start().await;
     let names = create_releases(&ns, &pkg, 3).await;
     all_ready(&ns, &names).await;
+    // The last attempts' events are written while their status patch is in flight.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let mut total = 0;
     for name in &names {
         total += recorded(&ns, name).await.len();
@@ -393,9 +404,15 @@ async fn a_full_queue_drops_the_oldest_and_counts_it() {
     let stats = webhook.stats();
     assert_eq!(got.len(), 2, "only what the queue held: {stats:?}");
     assert_eq!(stats.dropped_queue_full as usize, total - 2, "{stats:?}");
-    // The newest two survived: the last sequence numbers given out, in order.
+    // The newest survived, in order (the other one is the newest but one, unless an older
+    // event was being sent at the moment it came: the one in flight is never dropped).
     let seqs: Vec<u64> = got.iter().map(|r| seq(&r.event)).collect();
-    assert_eq!(seqs, [total as u64 - 2, total as u64 - 1]);
+    assert!(seqs[0] < seqs[1], "{seqs:?}");
+    assert_eq!(
+        seqs[1],
+        total as u64 - 1,
+        "the newest event arrived: {seqs:?}"
+    );
     let text = op.rt.metrics.render();
     assert!(
         text.contains(&format!(
@@ -540,45 +557,73 @@ async fn the_payload_is_redacted_and_the_url_never_logged() {
     }
 }
 
-/// The converge time of `n` Releases with the receiver up, refusing connections and
-/// hanging (each POST waits out the 10 s request timeout): printed, and held to the time
-/// with the receiver up. `cargo test … converge -- --nocapture` shows the numbers.
+/// The converge time of `N` Releases with the receiver up, refusing connections and
+/// hanging (each POST waits out the 10 s request timeout): after a warm-up converge,
+/// `ROUNDS` rounds of the three, interleaved so load on the machine hits each alike;
+/// printed, and each mode's median held to the median with the receiver up.
+/// `cargo test -p opm-operator --test operator converge -- --nocapture` shows the numbers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_down_or_hanging_receiver_does_not_slow_a_converge() {
-    const N: usize = 8;
+    const N: usize = 20;
+    const ROUNDS: usize = 3;
     let up = Receiver::start(Mode::Up).await;
     let hanging = Receiver::start(Mode::Hang).await;
-    let mut times = Vec::new();
-    for (what, url) in [
+    let modes = [
         ("up", up.url()),
         ("down (connection refused)", closed_port()),
         ("hanging", hanging.url()),
-    ] {
-        let (env, tns) = namespace().await;
-        let ns = TestNs {
-            client: &tns.client,
-            name: &tns.name,
-        };
-        let pkg = Package::start().await;
-        let op = Operator::start(env, ns.name, |a| a.events_webhook = Some(webhook(&url))).await;
-        let start = Instant::now();
-        let names = create_releases(&ns, &pkg, N).await;
-        all_ready(&ns, &names).await;
-        let took = start.elapsed();
-        let stats = op.rt.webhook.as_ref().unwrap().stats();
-        println!("converge of {N} Releases, receiver {what}: {took:.2?} (webhook: {stats:?})");
-        if what != "up" {
-            assert_eq!(stats.sent, 0, "{what}: nothing can have been taken");
-            assert!(stats.queued > 0, "{what}: events are waiting: {stats:?}");
+    ];
+    let mut times: BTreeMap<&str, Vec<Duration>> = BTreeMap::new();
+    for round in 0..=ROUNDS {
+        for (what, url) in &modes {
+            if round == 0 && *what != "up" {
+                continue;
+            }
+            let (env, tns) = namespace().await;
+            let ns = TestNs {
+                client: &tns.client,
+                name: &tns.name,
+            };
+            let pkg = Package::start().await;
+            let op = Operator::start(env, ns.name, |a| a.events_webhook = Some(webhook(url))).await;
+            let start = Instant::now();
+            let names = create_releases(&ns, &pkg, N).await;
+            all_ready(&ns, &names).await;
+            let took = start.elapsed();
+            let stats = op.rt.webhook.as_ref().unwrap().stats();
+            let label = if round == 0 { "warm-up" } else { "round" };
+            println!(
+                "{label} {round}: converge of {N} Releases, receiver {what}: {took:.2?} \
+                 (webhook: sent {}, retries {}, queued {})",
+                stats.sent, stats.retries, stats.queued
+            );
+            if *what != "up" {
+                assert_eq!(stats.sent, 0, "{what}: nothing can have been taken");
+                assert!(
+                    stats.queued >= N as u64,
+                    "{what}: events are waiting: {stats:?}"
+                );
+            }
+            if round > 0 {
+                times.entry(what).or_default().push(took);
+            }
+            op.stop().await;
         }
-        times.push((what, took));
-        op.stop().await;
     }
-    let up_time = times[0].1;
-    for (what, took) in &times[1..] {
+    let median = |v: &Vec<Duration>| {
+        let mut v = v.clone();
+        v.sort();
+        v[v.len() / 2]
+    };
+    let up_time = median(&times["up"]);
+    for (what, ts) in &times {
+        println!(
+            "median converge of {N} Releases, receiver {what}: {:.2?}",
+            median(ts)
+        );
         assert!(
-            *took < up_time * 2 + Duration::from_secs(10),
-            "receiver {what}: {took:?} against {up_time:?} with it up"
+            median(ts) < up_time * 2 + Duration::from_secs(5),
+            "receiver {what}: {ts:?} against {up_time:?} with it up"
         );
     }
 }
