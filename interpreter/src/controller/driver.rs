@@ -368,8 +368,7 @@ async fn fire_and_forget(rt: &Runtime, key: &ReleaseKey, seen: &Seen, effect: &E
                 // Queued before the Event is written: a queue insert, never a wait, and the
                 // release's events reach the receiver in the order they were recorded.
                 if let Some(webhook) = &rt.webhook {
-                    let note = crate::steps::events::note_of(event);
-                    webhook.enqueue(event, r, seen.generation, &note);
+                    webhook.enqueue(event, r, seen.generation);
                 }
                 rt.events.publish(event, r).await;
             }

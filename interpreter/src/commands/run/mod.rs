@@ -210,6 +210,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let grace = shutdown
         .clone()
         .then(|()| tokio::time::sleep(SHUTDOWN_GRACE));
+    let webhook = rt.webhook.clone();
     tokio::select! {
         () = controller::run(rt, settings, shutdown) => {}
         () = grace => tracing::warn!(
@@ -220,6 +221,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some((lease, renew)) = lease {
         renew.abort();
         lease.release().await;
+    }
+    if let Some(webhook) = webhook {
+        webhook.drain(events_webhook::SHUTDOWN_DRAIN).await;
     }
     Ok(())
 }
