@@ -74,6 +74,7 @@
 //! | §28 Per-object policies | [`policy`] |
 //! | §29 The user CLI | the `kubectl-opm` crate (`cli/`) |
 //! | §30 OPM modules and the Platform | [`opm`] (the Platform: [`opm::platform`]) |
+//! | §32 Alerts: the events webhook's queue, drops and backoff | [`event_delivery`] |
 //!
 //! What re-triggers an attempt (a dependency becoming Ready, a new ServiceAccount, a
 //! source's new artifact, SPEC §5, §14, §15) and when a release's metric series are
@@ -108,6 +109,7 @@ pub mod digest;
 pub mod drift;
 pub mod duration;
 pub mod effect;
+pub mod event_delivery;
 pub mod exits;
 pub mod fairness;
 pub mod fields;

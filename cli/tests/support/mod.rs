@@ -78,6 +78,9 @@ fn run_args(ns: &str, registry: &CueRegistry, cache: &Path) -> RunArgs {
         max_concurrent_per_namespace: None,
         health_stall_timeout: opm_operator::ops::health::DEFAULT_STALL_TIMEOUT,
         health_eval_timeout: opm_core::config::DEFAULT_HEALTH_EVAL_TIMEOUT,
+        events_webhook: None,
+        events_webhook_queue_size: opm_core::event_delivery::DEFAULT_QUEUE_SIZE,
+        events_webhook_max_backoff: opm_core::event_delivery::DEFAULT_MAX_BACKOFF,
     }
 }
 

@@ -111,6 +111,8 @@ struct Seen {
     counted: i64,
     /// For the events regarding the release.
     regarding: Option<ObjectReference>,
+    /// The release's `metadata.generation` as read (the events webhook sends it).
+    generation: Option<i64>,
     /// The metadata read: the finalizer patch's guard.
     known: Option<ObjectMeta>,
     gone: bool,
@@ -140,6 +142,7 @@ async fn observe(
             .and_then(ReleaseObject::status)
             .map_or(0, |s| s.failure_counters.reconcile),
         regarding: object.as_ref().map(releases::object_ref),
+        generation: object.as_ref().and_then(|o| o.meta().generation),
         known: object.as_ref().map(|o| o.meta().clone()),
         gone: object.is_none(),
         ready: triggers::is_ready(object.as_ref().and_then(ReleaseObject::status)),
@@ -177,7 +180,7 @@ async fn drive(
         // their order.
         let fired = async {
             for effect in &batch {
-                fire_and_forget(rt, key, seen.regarding.as_ref(), effect).await;
+                fire_and_forget(rt, key, &seen, effect).await;
             }
         };
         if let Effect::Done {
@@ -193,7 +196,7 @@ async fn drive(
         }
         if !last.is_awaited() {
             fired.await;
-            fire_and_forget(rt, key, seen.regarding.as_ref(), &last).await;
+            fire_and_forget(rt, key, &seen, &last).await;
             return Err(DriverError::Protocol(opm_core::InputError::Finished));
         }
         tracing::debug!(effect = ?last.kind(), "executing");
@@ -358,15 +361,15 @@ async fn execute(cx: &mut Cx<'_>, effect: &Effect) -> InputKind {
     }
 }
 
-async fn fire_and_forget(
-    rt: &Runtime,
-    key: &ReleaseKey,
-    regarding: Option<&ObjectReference>,
-    effect: &Effect,
-) {
+async fn fire_and_forget(rt: &Runtime, key: &ReleaseKey, seen: &Seen, effect: &Effect) {
     match effect {
         Effect::EmitEvent { event } => {
-            if let Some(r) = regarding {
+            if let Some(r) = &seen.regarding {
+                // Queued before the Event is written: a queue insert, never a wait, and the
+                // release's events reach the receiver in the order they were recorded.
+                if let Some(webhook) = &rt.webhook {
+                    webhook.enqueue(event, r, seen.generation);
+                }
                 rt.events.publish(event, r).await;
             }
         }

@@ -27,6 +27,8 @@ pub struct Runtime {
     pub resolver: Resolver,
     /// Kubernetes Events, on their own client.
     pub events: EventSink,
+    /// `--events-webhook`: every event also queued for the receiver, if one is set.
+    pub webhook: Option<crate::ops::events_webhook::EventsWebhook>,
     /// The Prometheus registry (SPEC §21).
     pub metrics: Metrics,
     /// The artifact cache and the renderer.
@@ -64,6 +66,7 @@ impl Runtime {
         clients: Clients,
         local: Local,
         traces: Option<crate::ops::trace_sink::TraceSink>,
+        webhook: Option<crate::ops::events_webhook::EventsWebhook>,
     ) -> Arc<Self> {
         let operator = clients.operator();
         // Events get a client with its own rate limiter: a burst of events never delays a
@@ -83,11 +86,17 @@ impl Runtime {
             ),
             health.clone(),
         );
+        let metrics = Metrics::default();
+        if let Some(w) = &webhook {
+            let w = w.clone();
+            metrics.serve_webhook_stats(move || w.stats());
+        }
         Arc::new(Self {
             config,
+            webhook,
             resolver: Resolver::new(operator.clone()),
             events: EventSink::new(events),
-            metrics: Metrics::default(),
+            metrics,
             clients,
             local,
             traces,

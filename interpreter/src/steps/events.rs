@@ -144,12 +144,7 @@ impl EventSink {
     /// Publishes `event` regarding `regarding`: folded into a recent repeat's series, else
     /// a new Event. A failure is logged and forgotten (events are fire and forget).
     pub async fn publish(&self, event: &Event, regarding: &ObjectReference) {
-        // The core removed control characters already; an event is the last stop before a
-        // terminal, so again here (SPEC §24).
-        let note = truncate(
-            &opm_core::conditions::without_control(&event.note),
-            NOTE_MAX,
-        );
+        let note = note_of(event);
         let key = Self::key(event, regarding, &note);
         let now = Instant::now();
         let api: Api<KubeEvent> = Api::namespaced(
@@ -214,6 +209,16 @@ impl EventSink {
         api.create(&PostParams::default(), &ev).await?;
         Ok((name, 1))
     }
+}
+
+/// The note an Event of `event` carries: without control characters and cut to what the
+/// API accepts. The core removed control characters already; an event is the last stop
+/// before a terminal, so again here (SPEC §24). The events webhook sends the same text.
+pub fn note_of(event: &Event) -> String {
+    truncate(
+        &opm_core::conditions::without_control(&event.note),
+        NOTE_MAX,
+    )
 }
 
 /// Longest object name the API accepts (a DNS subdomain).

@@ -2,8 +2,10 @@
 //! runs in-process through the same code path as `opm-operator run`, real `cue`, real
 //! `cue mod registry`, real HTTP artifacts. One API server for this whole binary.
 
+mod alerts;
 mod artifacts;
 mod drift_policies;
+mod events_webhook;
 mod failures;
 mod ha;
 mod harness;

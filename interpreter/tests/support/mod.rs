@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cue;
+pub mod monitoring;
 
 use std::collections::HashMap;
 use std::io::Write;

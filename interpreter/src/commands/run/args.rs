@@ -155,6 +155,30 @@ pub struct RunArgs {
     /// thread; over it the object being judged is `Failed`.
     #[arg(long, default_value = "1s", value_parser = crate::commands::flags::positive_duration)]
     pub health_eval_timeout: Duration,
+    /// POST every Kubernetes Event the operator records to this http(s) URL as well, as a
+    /// CloudEvent (structured JSON). It may carry credentials (user info, a token in the
+    /// path or query): it is never logged or shown, only its scheme, host and port.
+    #[arg(long, env = "OPM_EVENTS_WEBHOOK", hide_env_values = true, value_name = "URL", value_parser = crate::ops::events_webhook::EndpointParser)]
+    pub events_webhook: Option<crate::ops::events_webhook::Endpoint>,
+    /// Events held for the webhook while its receiver is slow or down (1 to 100000); when
+    /// full, the oldest is dropped and counted in
+    /// `opm_controller_events_webhook_dropped_total{reason="queue_full"}`.
+    #[arg(long, default_value_t = opm_core::event_delivery::DEFAULT_QUEUE_SIZE, value_parser = webhook_queue_size)]
+    pub events_webhook_queue_size: usize,
+    /// The longest wait between two tries of a webhook POST (the wait doubles from 500ms
+    /// after each failure up to this).
+    #[arg(long, default_value = "1m", value_parser = crate::commands::flags::positive_duration)]
+    pub events_webhook_max_backoff: Duration,
+}
+
+/// `--events-webhook-queue-size`: 1 to [`opm_core::event_delivery::MAX_QUEUE_SIZE`].
+fn webhook_queue_size(s: &str) -> Result<usize, String> {
+    let max = opm_core::event_delivery::MAX_QUEUE_SIZE;
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        Ok(n) => Err(format!("{n} events: the queue holds 1 to {max}")),
+        Err(e) => Err(format!("not a number of events: {e}")),
+    }
 }
 
 /// Parses `30s`, `1m30s`, `1.5h`, `250ms` or plain seconds, at most 24h
@@ -228,5 +252,39 @@ mod tests {
         let e = operator_identity(&["--allow-operator-identity=yes"]).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("cluster"), "{e}");
+    }
+
+    #[test]
+    fn the_events_webhook_flags_and_their_bounds() {
+        use clap::Parser;
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied())).map(|c| c.run)
+        };
+        let run = parse(&[]).unwrap();
+        assert!(run.events_webhook.is_none());
+        assert_eq!(run.events_webhook_queue_size, 10_000);
+        assert_eq!(run.events_webhook_max_backoff, Duration::from_secs(60));
+        let run = parse(&[
+            "--events-webhook=https://u:s3cret@h.example/x",
+            "--events-webhook-queue-size=2",
+            "--events-webhook-max-backoff=250ms",
+        ])
+        .unwrap();
+        assert_eq!(
+            run.events_webhook.map(|e| e.to_string()).as_deref(),
+            Some("https://h.example/…")
+        );
+        assert_eq!(run.events_webhook_queue_size, 2);
+        assert_eq!(run.events_webhook_max_backoff, Duration::from_millis(250));
+        for bad in [
+            "--events-webhook-queue-size=0",
+            "--events-webhook-queue-size=100001",
+            "--events-webhook-max-backoff=0s",
+        ] {
+            assert_eq!(parse(&[bad]).unwrap_err().exit_code(), 2, "{bad}");
+        }
+        let e = parse(&["--events-webhook=ftp://u:s3cret@h/"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(!e.to_string().contains("s3cret"), "{e}");
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use opm_core::AllowOperatorIdentity;
+use opm_core::event_delivery::DeliveryLimits;
 
 pub use args::{DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, LogFormat, RunArgs, parse_duration};
 
@@ -23,6 +24,7 @@ use crate::controller::driver::Runtime;
 use crate::cue::render::{RenderConfig, Renderer};
 use crate::effects::local::Local;
 use crate::kube::impersonate::{Clients, RateLimit};
+use crate::ops::events_webhook::{self, EventsWebhook, WebhookConfig};
 use crate::ops::leader::{self, LeaderLease};
 use crate::ops::trace_sink::TraceSink;
 
@@ -104,7 +106,22 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
         burst: args.kube_api_burst,
     };
     let clients = Clients::with_limit(kube_config, Some(limit))?;
-    let rt = Runtime::new(config, clients, local, traces);
+    let webhook = args
+        .events_webhook
+        .as_ref()
+        .map(|endpoint| {
+            EventsWebhook::start(WebhookConfig {
+                endpoint: endpoint.clone(),
+                limits: DeliveryLimits {
+                    queue_size: args.events_webhook_queue_size,
+                    max_backoff: args.events_webhook_max_backoff,
+                },
+                request_timeout: events_webhook::REQUEST_TIMEOUT,
+            })
+        })
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("starting the events webhook: {}", e.without_url()))?;
+    let rt = Runtime::new(config, clients, local, traces, webhook);
     rt.health.set_stall_timeout(args.health_stall_timeout);
     Ok(rt)
 }
@@ -193,6 +210,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let grace = shutdown
         .clone()
         .then(|()| tokio::time::sleep(SHUTDOWN_GRACE));
+    let webhook = rt.webhook.clone();
     tokio::select! {
         () = controller::run(rt, settings, shutdown) => {}
         () = grace => tracing::warn!(
@@ -203,6 +221,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some((lease, renew)) = lease {
         renew.abort();
         lease.release().await;
+    }
+    if let Some(webhook) = webhook {
+        webhook.drain(events_webhook::SHUTDOWN_DRAIN).await;
     }
     Ok(())
 }

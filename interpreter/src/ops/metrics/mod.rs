@@ -12,10 +12,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use opm_core::api::ReleaseStatus;
+use opm_core::event_delivery::{DeliveryStats, DropReason};
 use opm_core::{Kind, Metric, Outcome, ReleaseKey, ReleaseObject};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
@@ -283,6 +284,68 @@ impl Collector for FleetCollector {
     }
 }
 
+/// Reads the events webhook's counts at a scrape.
+type WebhookStats = Box<dyn Fn() -> DeliveryStats + Send + Sync>;
+
+/// The events webhook's series (SPEC §32), process-wide: exposed only when the webhook is
+/// on, and then every one from 0 (an alert on `increase` sees the first drop).
+struct WebhookCollector {
+    source: Arc<OnceLock<WebhookStats>>,
+}
+
+impl fmt::Debug for WebhookCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookCollector").finish_non_exhaustive()
+    }
+}
+
+impl Collector for WebhookCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let Some(read) = self.source.get() else {
+            return Ok(());
+        };
+        let stats = read();
+        for (name, help, v) in [
+            (
+                "opm_controller_events_webhook_sent",
+                "Events the webhook receiver took.",
+                stats.sent,
+            ),
+            (
+                "opm_controller_events_webhook_retries",
+                "Webhook POSTs that failed and are tried again.",
+                stats.retries,
+            ),
+        ] {
+            encoder
+                .encode_descriptor(name, help, None, MetricType::Counter)?
+                .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+        }
+        {
+            let mut dropped = encoder.encode_descriptor(
+                "opm_controller_events_webhook_dropped",
+                "Events dropped: the queue was full (queue_full) or the receiver refused them (rejected).",
+                None,
+                MetricType::Counter,
+            )?;
+            for reason in DropReason::ALL {
+                dropped
+                    .encode_family(&[("reason", reason.metric_label())].as_slice())?
+                    .encode_counter::<NoLabelSet, _, u64>(&stats.dropped(reason), None)?;
+            }
+        }
+        let queued = i64::try_from(stats.queued).unwrap_or(i64::MAX);
+        encoder
+            .encode_descriptor(
+                "opm_controller_events_webhook_queued",
+                "Events waiting for the webhook receiver.",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&queued)
+    }
+}
+
 /// One release's series of one family.
 fn encode(
     metric: &mut MetricEncoder<'_>,
@@ -323,6 +386,7 @@ fn encode(
 pub struct Metrics {
     registry: Registry,
     fleet: Fleet,
+    webhook: Arc<OnceLock<WebhookStats>>,
     reconcile_bounds: Vec<f64>,
     render_bounds: Vec<f64>,
     health_wait_bounds: Vec<f64>,
@@ -336,9 +400,14 @@ impl Default for Metrics {
             fleet: fleet.clone(),
             families: families(),
         }));
+        let webhook = Arc::<OnceLock<WebhookStats>>::default();
+        registry.register_collector(Box::new(WebhookCollector {
+            source: webhook.clone(),
+        }));
         Self {
             registry,
             fleet,
+            webhook,
             reconcile_bounds: RECONCILE_BUCKETS.bounds(),
             render_bounds: RENDER_BUCKETS.bounds(),
             health_wait_bounds: HEALTH_WAIT_BUCKETS.bounds(),
@@ -352,7 +421,10 @@ pub enum FetchObservation {
     /// Served from the cache.
     Hit,
     /// Downloaded (or joined a download in flight) this many archive bytes.
-    Miss { bytes: u64 },
+    Miss {
+        /// The archive's size.
+        bytes: u64,
+    },
 }
 
 impl Metrics {
@@ -447,6 +519,12 @@ impl Metrics {
     /// The Ready gauge from a status the attempt just committed.
     pub fn observe_status(&self, key: &ReleaseKey, status: &ReleaseStatus) {
         self.with(key, |s| s.ready = Some(ready(Some(status))));
+    }
+
+    /// Exposes the events webhook's series, read from `read` at each scrape (once; a
+    /// second source is ignored).
+    pub fn serve_webhook_stats(&self, read: impl Fn() -> DeliveryStats + Send + Sync + 'static) {
+        let _ = self.webhook.set(Box::new(read));
     }
 
     /// Removes every series of a deleted release, in every family.

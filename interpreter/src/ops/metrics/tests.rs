@@ -190,3 +190,40 @@ fn the_exposition_of_a_fleet_is_unchanged() {
     let want = std::fs::read_to_string(path).expect("the recorded exposition");
     assert_eq!(got, want);
 }
+
+#[test]
+fn webhook_series_only_with_the_webhook_and_then_from_zero() {
+    let m = Metrics::default();
+    assert!(!m.render().contains("events_webhook"), "off: no series");
+    let stats = Arc::new(Mutex::new(DeliveryStats::default()));
+    let s = stats.clone();
+    m.serve_webhook_stats(move || *s.lock().unwrap());
+    let text = m.render();
+    for series in [
+        "opm_controller_events_webhook_sent_total 0",
+        "opm_controller_events_webhook_retries_total 0",
+        "opm_controller_events_webhook_dropped_total{reason=\"queue_full\"} 0",
+        "opm_controller_events_webhook_dropped_total{reason=\"rejected\"} 0",
+        "opm_controller_events_webhook_queued 0",
+        "# TYPE opm_controller_events_webhook_queued gauge",
+    ] {
+        assert!(text.lines().any(|l| l == series), "{series}:\n{text}");
+    }
+    *stats.lock().unwrap() = DeliveryStats {
+        sent: 5,
+        retries: 2,
+        dropped_queue_full: 3,
+        dropped_rejected: 1,
+        queued: 7,
+    };
+    let text = m.render();
+    for series in [
+        "opm_controller_events_webhook_sent_total 5",
+        "opm_controller_events_webhook_retries_total 2",
+        "opm_controller_events_webhook_dropped_total{reason=\"queue_full\"} 3",
+        "opm_controller_events_webhook_dropped_total{reason=\"rejected\"} 1",
+        "opm_controller_events_webhook_queued 7",
+    ] {
+        assert!(text.lines().any(|l| l == series), "{series}:\n{text}");
+    }
+}
