@@ -71,7 +71,7 @@ lint:
 core-purity:
 	./tools/check-core-deps
 
-# Issue 7's long runs (CI runs them): a million generated archives through the extractor, a
+# The long reliability runs (CI runs them): a million generated archives through the extractor, a
 # million generated values through the value→objects conversion, a hundred thousand whole attempts
 # from generated spec values (1-2 minutes in a debug build), and ten thousand random
 # fault schedules in the simulated world (a release build), and a hundred thousand generated
@@ -88,6 +88,6 @@ fuzz:
 # 100 and 1000 releases at concurrency 4 and 10, in three tables: as shipped, tuned, and
 # converge to healthy; long). Tables: bench/results/results.md.
 # Options: ./bench/run --help (e.g. BENCH_ARGS="--releases 100 --concurrency 4"; OPM against
-# plain, issue 32: BENCH_ARGS="--tables opm --releases 1000 --concurrency 4").
+# plain: BENCH_ARGS="--tables opm --releases 1000 --concurrency 4").
 bench:
 	./bench/run $(BENCH_ARGS)

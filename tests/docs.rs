@@ -77,6 +77,8 @@ fn the_lint_catches_what_it_should() {
         "measured in this sitting",
         "the last session's run",
         "four agents shared it",
+        "an agent wrote this",
+        "in the next session",
     ] {
         assert!(
             doc_lint::forbidden_ref(bad).is_some(),

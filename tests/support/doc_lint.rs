@@ -61,8 +61,12 @@ pub fn forbidden_ref(line: &str) -> Option<String> {
             "names an issue number ({n}): say what it changed instead"
         ));
     }
-    if has_word(&lower, "agents") {
-        return Some("says \"agents\": how the project was built is not user text".into());
+    for word in ["agent", "agents", "session", "sessions"] {
+        if has_word(&lower, word) {
+            return Some(format!(
+                "says {word:?}: how the project was built is not user text"
+            ));
+        }
     }
     None
 }
