@@ -17,7 +17,7 @@
 //!   Secret redaction, registry credentials, local values files.
 //! - [`steps`]: the policy-free API steps (apply, prune, drift, status, events, …).
 //! - [`ops`]: metrics, leader election, the probes and their heartbeats, the fair
-//!   admission gate that reports to them, the trace sink.
+//!   admission gate that reports to them, the trace sink, the events webhook.
 //! - [`effects`]: one executor per effect kind: a `run` that performs it and answers with
 //!   the core's `InputKind`, and `timed_out`, its answer when it overruns
 //!   `Attempt::bound`; and the runtime every executor shares.

@@ -487,3 +487,65 @@ fn helm_passes_the_events_webhook_from_a_value_or_a_secret_never_in_the_args() {
         json!({"name": "hook", "key": "endpoint"})
     );
 }
+
+#[test]
+fn the_dashboard_is_well_formed_for_grafana() {
+    let dash: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo().join(DASHBOARD)).expect("dashboard"))
+            .expect("JSON");
+    assert_eq!(dash["uid"], "opm-operator");
+    let vars: BTreeSet<&str> = dash["templating"]["list"]
+        .as_array()
+        .expect("templating")
+        .iter()
+        .map(|v| v["name"].as_str().expect("name"))
+        .collect();
+    let panels = dash["panels"].as_array().expect("panels");
+    let mut ids = BTreeSet::new();
+    for p in panels {
+        let title = p["title"].as_str().expect("title");
+        assert!(
+            ids.insert(p["id"].as_u64().expect("id")),
+            "{title}: id taken"
+        );
+        let g = &p["gridPos"];
+        let (x, w) = (g["x"].as_u64().expect("x"), g["w"].as_u64().expect("w"));
+        assert!(
+            x + w <= 24 && w > 0 && g["h"].as_u64() > Some(0),
+            "{title}: {g}"
+        );
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "{title}");
+        let targets = p["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "{title}: no query");
+        // Every variable a query uses is defined (Grafana's own `$__…` aside).
+        for t in targets {
+            let expr = t["expr"].as_str().expect("expr");
+            for var in expr.split('$').skip(1) {
+                let name: String = var
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(
+                    name.starts_with("__") || vars.contains(name.as_str()),
+                    "{title}: ${name} is not a dashboard variable"
+                );
+            }
+        }
+    }
+    // No two panels overlap.
+    let cells: Vec<(u64, u64, u64, u64)> = panels
+        .iter()
+        .map(|p| {
+            let g = &p["gridPos"];
+            let n = |k: &str| g[k].as_u64().expect("gridPos");
+            (n("x"), n("y"), n("w"), n("h"))
+        })
+        .collect();
+    for (i, a) in cells.iter().enumerate() {
+        for b in &cells[i + 1..] {
+            let apart =
+                a.0 + a.2 <= b.0 || b.0 + b.2 <= a.0 || a.1 + a.3 <= b.1 || b.1 + b.3 <= a.1;
+            assert!(apart, "panels at {a:?} and {b:?} overlap");
+        }
+    }
+}

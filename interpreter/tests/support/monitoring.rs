@@ -206,6 +206,11 @@ pub fn served(text: &str) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>
     out
 }
 
+/// Labels Prometheus attaches to every series it scrapes (the target's), whatever the
+/// exposition holds; `namespace` is not among them here: with `honorLabels` the series' own
+/// (the release's) is kept.
+pub const TARGET_LABELS: [&str; 2] = ["job", "instance"];
+
 /// What `uses` (of the expression `what`) asks for that `served` lacks: metric names,
 /// label names, grouping labels and, when `values` is set, literal label values.
 pub fn missing(
@@ -215,7 +220,7 @@ pub fn missing(
     values: bool,
 ) -> Vec<String> {
     let mut out = Vec::new();
-    let mut available: BTreeSet<&str> = BTreeSet::new();
+    let mut available: BTreeSet<&str> = TARGET_LABELS.into_iter().collect();
     for (metric, labels) in &uses.metrics {
         let Some(have) = served.get(metric) else {
             out.push(format!("{what}: metric {metric} is not served"));
@@ -224,7 +229,9 @@ pub fn missing(
         available.extend(have.keys().map(String::as_str));
         for (label, wanted) in labels {
             let Some(have_values) = have.get(label) else {
-                out.push(format!("{what}: {metric} has no label {label}"));
+                if !TARGET_LABELS.contains(&label.as_str()) {
+                    out.push(format!("{what}: {metric} has no label {label}"));
+                }
                 continue;
             };
             if values {

@@ -2,9 +2,9 @@
 //! POSTed to `URL` as a CloudEvent ([`cloudevent`]).
 //!
 //! Recording an event only queues it ([`EventsWebhook::enqueue`]: a lock and a queue
-//! insert, no IO), so a receiver that is slow, down or hanging never slows a reconcile. One
-//! task (the private `sender`) sends the queue in order. Which event goes next, when a failed one is
-//! tried again and which one a full queue drops is the core's
+//! insert, no IO), so a receiver that is slow, down or hanging never slows a reconcile.
+//! One task (the private `sender`) sends the queue in order. Which event goes next, when a
+//! failed one is tried again and which one a full queue drops is the core's
 //! [`opm_core::event_delivery::Outbox`]; this module only POSTs and reports the answers.
 //! The queue lives in memory: a stopping process waits a few seconds for it to drain
 //! ([`SHUTDOWN_DRAIN`]); what it still holds then is lost.
