@@ -197,7 +197,12 @@ fn troubleshooting_entries(root: &Path) -> Vec<(String, String)> {
 #[test]
 fn every_troubleshooting_entry_says_what_you_see_why_how_to_check_and_fix() {
     let root = repo_root();
-    let entries = troubleshooting_entries(&root);
+    // Other pages use the same heading form for other names (alerts): only reasons count.
+    let reasons: BTreeSet<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+    let entries: Vec<(String, String)> = troubleshooting_entries(&root)
+        .into_iter()
+        .filter(|(name, _)| reasons.contains(name.as_str()))
+        .collect();
     assert!(
         entries.len() >= Reason::ALL.len(),
         "{} entries",
