@@ -273,13 +273,15 @@ pub fn check_generated(root: &Path, rel: &str, generated: &str) -> Result<(), St
     ))
 }
 
-/// `bin args… --help` with a fixed width, so the page does not depend on the terminal.
+/// `bin args… --help` with a fixed width and an empty environment, so the page depends on
+/// neither the terminal nor the caller's variables (clap shows the value of a flag's
+/// environment variable when it is set, e.g. `OPM_CUE_BIN` under `tools/install --env`).
 pub fn help_text(bin: &str, args: &[&str]) -> String {
     let out = Command::new(bin)
         .args(args)
         .arg("--help")
+        .env_clear()
         .env("COLUMNS", "100")
-        .env_remove("NO_COLOR")
         .output()
         .unwrap_or_else(|e| panic!("{bin} {args:?} --help: {e}"));
     assert!(
