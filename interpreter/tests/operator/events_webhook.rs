@@ -28,6 +28,8 @@ pub enum Mode {
     Unavailable = 1,
     /// Takes the request and never answers.
     Hang = 2,
+    /// 400 Bad Request: refused for good.
+    Refuse = 3,
 }
 
 /// One POST the receiver took (answered 202).
@@ -65,6 +67,7 @@ impl Receiver {
                         StatusCode::ACCEPTED
                     }
                     1 => StatusCode::SERVICE_UNAVAILABLE,
+                    3 => StatusCode::BAD_REQUEST,
                     _ => std::future::pending().await,
                 }
             }
@@ -421,6 +424,65 @@ async fn a_full_queue_drops_the_oldest_and_counts_it() {
         )),
         "{text}"
     );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_the_receiver_refuses_are_dropped_and_counted_not_retried() {
+    let (env, tns) = namespace().await;
+    let ns = TestNs {
+        client: &tns.client,
+        name: &tns.name,
+    };
+    let rx = Receiver::start(Mode::Refuse).await;
+    let op = Operator::start(env, ns.name, |a| {
+        a.events_webhook = Some(webhook(&rx.url()))
+    })
+    .await;
+    let pkg = Package::start().await;
+    let names = create_releases(&ns, &pkg, 2).await;
+    all_ready(&ns, &names).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut total = 0;
+    for name in &names {
+        total += recorded(&ns, name).await.len() as u64;
+    }
+    assert!(total >= 4, "{total}");
+    let webhook = op.rt.webhook.as_ref().unwrap();
+    eventually("every event refused", || async {
+        webhook.stats().dropped_rejected == total
+    })
+    .await;
+    let stats = webhook.stats();
+    assert_eq!(
+        (stats.sent, stats.retries, stats.queued),
+        (0, 0, 0),
+        "{stats:?}"
+    );
+    let text = op.rt.metrics.render();
+    assert!(
+        text.contains(&format!(
+            "opm_controller_events_webhook_dropped_total{{reason=\"rejected\"}} {total}"
+        )),
+        "{text}"
+    );
+    // The receiver comes back: the next events go through at once.
+    rx.set(Mode::Up);
+    let comps = json!({"c": {"a": configmap("cm-after", json!({"k": "1"}))}});
+    pkg.publish(
+        ns.client,
+        ns.name,
+        "after",
+        &release_package("after", &comps),
+    )
+    .await;
+    create_rel(
+        ns.client,
+        &release(ns.name, "after", "after", ".", json!({})),
+    )
+    .await;
+    all_ready(&ns, &["after".to_string()]).await;
+    wait_delivered(&ns, &rx, &["after".to_string()]).await;
     op.stop().await;
 }
 

@@ -9,22 +9,37 @@ use std::fmt;
 #[derive(Clone, PartialEq, Eq)]
 pub struct Endpoint(reqwest::Url);
 
+/// Why a receiver URL was refused. No variant quotes any part of the value: a mistyped URL
+/// may still hold a real credential (even where the scheme should be).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    /// Not a URL at all: the parser's reason (which never quotes the input).
+    #[error("not an absolute URL ({0})")]
+    NotAbsolute(String),
+    /// Another scheme than `http` or `https`.
+    #[error("the scheme must be http or https")]
+    Scheme,
+    /// `http:` without a host.
+    #[error("the URL has no host")]
+    NoHost,
+    /// A `#fragment`, which HTTP never sends: a token put there would be lost.
+    #[error("the URL has a #fragment, which is never sent")]
+    Fragment,
+}
+
 impl Endpoint {
     /// Parses and checks `raw`; the error never quotes it.
-    pub fn parse(raw: &str) -> Result<Endpoint, String> {
-        let url =
-            reqwest::Url::parse(raw.trim()).map_err(|e| format!("not an absolute URL ({e})"))?;
+    pub fn parse(raw: &str) -> Result<Endpoint, EndpointError> {
+        let url = reqwest::Url::parse(raw.trim())
+            .map_err(|e| EndpointError::NotAbsolute(e.to_string()))?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(format!(
-                "the scheme must be http or https, not {:?}",
-                url.scheme()
-            ));
+            return Err(EndpointError::Scheme);
         }
         if url.host_str().is_none_or(str::is_empty) {
-            return Err("the URL has no host".into());
+            return Err(EndpointError::NoHost);
         }
         if url.fragment().is_some() {
-            return Err("the URL has a #fragment, which is never sent".into());
+            return Err(EndpointError::Fragment);
         }
         Ok(Endpoint(url))
     }
@@ -84,7 +99,7 @@ impl clap::builder::TypedValueParser for EndpointParser {
         let raw = value
             .to_str()
             .ok_or_else(|| refuse("not valid UTF-8".into()))?;
-        Endpoint::parse(raw).map_err(refuse)
+        Endpoint::parse(raw).map_err(|e| refuse(e.to_string()))
     }
 }
 
@@ -115,14 +130,19 @@ mod tests {
 
     #[test]
     fn refuses_other_schemes_and_never_quotes_the_value() {
-        for raw in [
-            "ftp://user:s3cret@h.example/",
-            "s3cret",
-            "https://h.example/#s3cret",
-            "file:///etc/s3cret",
+        for (raw, want) in [
+            ("ftp://user:s3cret@h.example/", EndpointError::Scheme),
+            ("s3cret:user@h.example", EndpointError::Scheme),
+            (
+                "s3cret",
+                EndpointError::NotAbsolute("relative URL without a base".into()),
+            ),
+            ("https://h.example/#s3cret", EndpointError::Fragment),
+            ("file:///etc/s3cret", EndpointError::Scheme),
         ] {
             let e = Endpoint::parse(raw).expect_err(raw);
-            assert!(!e.contains("s3cret"), "{e}");
+            assert_eq!(e, want, "{raw}");
+            assert!(!e.to_string().contains("s3cret"), "{e}");
         }
     }
 

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use opm_core::event_delivery::{Answer, DropReason, Poll};
+use opm_core::event_delivery::{Answer, Poll};
 use tokio::sync::Notify;
 
 use super::{Endpoint, Payload, Shared, WebhookConfig, cloudevent};
@@ -14,8 +14,10 @@ pub(super) struct Sender {
     endpoint: Endpoint,
     shared: Weak<Shared>,
     wake: Arc<Notify>,
-    /// The last try failed (logged once per outage, not per try).
+    /// The last tries failed (logged once per outage, not per try).
     failing: bool,
+    /// The receiver refused events for good (logged once until it takes one).
+    rejecting: bool,
 }
 
 impl Sender {
@@ -40,6 +42,7 @@ impl Sender {
             shared,
             wake,
             failing: false,
+            rejecting: false,
         })
     }
 
@@ -51,20 +54,14 @@ impl Sender {
             };
             match next {
                 Poll::Send { seq, item } => {
-                    let answer = self.post(&item).await;
-                    self.log(answer);
+                    let (answer, status) = self.post(&item).await;
+                    self.log(answer, status);
                     let Some(shared) = self.shared.upgrade() else {
                         return;
                     };
-                    let dropped = shared
+                    let _ = shared
                         .lock()
                         .handle_answer(seq, jiff::Timestamp::now(), answer);
-                    if dropped == Some(DropReason::Rejected) {
-                        tracing::warn!(
-                            receiver = %self.endpoint,
-                            "events webhook: the receiver refused an event; dropped"
-                        );
-                    }
                 }
                 Poll::WaitUntil(at) => {
                     let wait = jiff::Timestamp::now().duration_until(at);
@@ -81,8 +78,8 @@ impl Sender {
         }
     }
 
-    /// POSTs one CloudEvent; the answer as the core reads it.
-    async fn post(&self, body: &Payload) -> Answer {
+    /// POSTs one CloudEvent; the answer as the core reads it, and the HTTP status if any.
+    async fn post(&self, body: &Payload) -> (Answer, Option<u16>) {
         let sent = self
             .client
             .post(self.endpoint.url().clone())
@@ -98,27 +95,41 @@ impl Sender {
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.trim().parse::<u64>().ok())
                     .map(Duration::from_secs);
-                Answer::of_status(Some(resp.status().as_u16()), retry_after)
+                let status = resp.status().as_u16();
+                (Answer::of_status(Some(status), retry_after), Some(status))
             }
             Err(e) => {
                 // reqwest's message quotes the URL: never logged with it.
                 tracing::debug!(receiver = %self.endpoint, error = %e.without_url(), "events webhook POST failed");
-                Answer::of_status(None, None)
+                (Answer::of_status(None, None), None)
             }
         }
     }
 
-    fn log(&mut self, answer: Answer) {
+    /// Logs changes only (failing, refusing, taking events again): a receiver that is down
+    /// or refuses everything costs a line, not a line per event.
+    fn log(&mut self, answer: Answer, status: Option<u16>) {
+        let status = status.map_or_else(|| "no answer".to_string(), |s| format!("HTTP {s}"));
         match answer {
             Answer::Retry { .. } if !self.failing => {
                 self.failing = true;
                 tracing::warn!(
                     receiver = %self.endpoint,
+                    answer = %status,
                     "events webhook: the receiver is not taking events; retrying with backoff"
                 );
             }
-            Answer::Delivered if self.failing => {
-                self.failing = false;
+            Answer::Rejected if !self.rejecting => {
+                self.rejecting = true;
+                tracing::warn!(
+                    receiver = %self.endpoint,
+                    answer = %status,
+                    "events webhook: the receiver refused an event for good; dropping what it \
+                     refuses (opm_controller_events_webhook_dropped_total{{reason=\"rejected\"}})"
+                );
+            }
+            Answer::Delivered if self.failing || self.rejecting => {
+                (self.failing, self.rejecting) = (false, false);
                 tracing::info!(receiver = %self.endpoint, "events webhook: the receiver takes events again");
             }
             _ => {}
