@@ -97,13 +97,26 @@ fn correct_forces_the_reapply_and_warn_names_fields_and_managers() {
         Some(Effect::Apply { force, .. }) => assert!(force, "Correct re-applies with force"),
         other => panic!("no apply: {other:?}"),
     }
-    // A render change (no correction) applies without force.
+    // A render change skips the drift check; in Correct mode its apply forces too, so an
+    // edited field is taken back in that attempt rather than stalling on the conflict.
     let changed = with_render(
         json!({"extra": {"x": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}}}),
     );
+    let r = run_mr(&operator_cfg(), mr.clone(), &changed);
+    assert!(
+        r.find(EffectKind::CheckDrift).is_none(),
+        "changed digests: no drift check"
+    );
+    match r.find(EffectKind::Apply) {
+        Some(Effect::Apply { force, .. }) => assert!(force, "Correct: a change forces too"),
+        other => panic!("no apply: {other:?}"),
+    }
+    // Warn mode: a render change applies without force (another manager's field is a
+    // conflict the owner is told about, not taken).
+    drift_mode(&mut mr, DriftMode::Warn, vec![]);
     let r = run_mr(&operator_cfg(), mr, &changed);
     match r.find(EffectKind::Apply) {
-        Some(Effect::Apply { force, .. }) => assert!(!force, "no force without drift"),
+        Some(Effect::Apply { force, .. }) => assert!(!force, "Warn: no force"),
         other => panic!("no apply: {other:?}"),
     }
 }

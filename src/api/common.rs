@@ -150,7 +150,8 @@ pub struct Rollout {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DriftDetection {
-    /// `Warn` (default) reports drift, `Correct` re-applies, `Disabled` skips the check.
+    /// `Warn` (default) reports drift, `Correct` re-applies and takes fields other managers
+    /// took (every apply forces), `Disabled` skips the check.
     #[serde(default)]
     pub mode: DriftMode,
     /// Fields never counted as drift nor taken back (Flux's shape): where another manager

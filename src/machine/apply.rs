@@ -15,7 +15,8 @@ use super::{Attempt, Phase};
 
 impl Attempt {
     /// SPEC §3 steps 13-14. The check only matters when the digests say "no change": with
-    /// changed digests the apply that follows corrects drift anyway.
+    /// changed digests the apply that follows corrects drift anyway, because in `Correct`
+    /// mode every apply forces (`write_step`).
     pub(super) fn drift_step(&mut self) {
         self.ctx.step = "drift";
         if !self.ctx.digests_unchanged() {
@@ -64,7 +65,6 @@ impl Attempt {
             self.event(EventType::Warning, Reason::DriftDetected, &msg);
         }
         if self.ctx.drift_mode() == DriftMode::Correct {
-            self.ctx.correcting = true;
             self.apply_step();
         } else {
             self.unchanged();
@@ -107,12 +107,18 @@ impl Attempt {
         }
     }
 
+    /// In `Correct` mode every apply forces, not only the one a drift check asked for: an
+    /// attempt whose digests changed skips the drift check, and without force its apply
+    /// would stall `ApplyFailed` on a field a `kubectl edit` or another manager took, the
+    /// very drift `Correct` promises to take back (SPEC §20). `ssa: Merge` objects never
+    /// force (the interpreter drops it for them, §28), and ignored fields another manager
+    /// owns are not in the applied object.
     fn write_step(&mut self) {
         self.phase = Phase::Applying;
         self.out.push(Effect::Apply {
             stages: render_value::stages(&self.ctx.writable()),
             field_manager: FIELD_MANAGER.to_string(),
-            force: self.ctx.force_conflicts() || self.ctx.correcting,
+            force: self.ctx.force_conflicts() || self.ctx.drift_mode() == DriftMode::Correct,
             identity: self.ctx.identity.clone(),
         });
     }

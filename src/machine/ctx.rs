@@ -99,9 +99,6 @@ pub(super) struct Ctx {
     /// The ServiceAccount was found to exist before `valuesFrom` was read (SPEC §27), so
     /// step 12 needs no second check.
     pub sa_checked: bool,
-    /// This apply corrects drift (`driftDetection.mode: Correct`): it forces, so fields a
-    /// `kubectl edit` or another manager took are taken back (SPEC §20).
-    pub correcting: bool,
 }
 
 fn parse_or(s: Option<&str>, default: Duration) -> Duration {

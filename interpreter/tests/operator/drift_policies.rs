@@ -121,6 +121,86 @@ async fn correct_takes_back_a_kubectl_edit_and_another_managers_apply_without_fo
     op.stop().await;
 }
 
+/// Correct takes an edit back in an attempt that also applies a change of the release: with
+/// changed digests no drift check runs first, so the apply itself must force, or it stalls
+/// `ApplyFailed` on the field the editor now owns. The release is suspended while the edit
+/// is made, so the next attempt is exactly that one (a drift check cannot take the edit
+/// back first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn correct_takes_back_an_edit_in_an_attempt_that_also_applies_a_change() {
+    let (env, ns) = namespace().await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    create_mr(
+        &ns.client,
+        &module_release(
+            &ns.name,
+            "corrchg",
+            json!({"message": "desired"}),
+            json!({"driftDetection": {"mode": "Correct"}}),
+        ),
+    )
+    .await;
+    wait_mr(&ns.client, &ns.name, "corrchg", "Ready", is_ready_mr).await;
+    patch_mr(
+        &ns.client,
+        &ns.name,
+        "corrchg",
+        json!({"spec": {"suspend": true}}),
+    )
+    .await;
+    wait_mr(&ns.client, &ns.name, "corrchg", "suspended", |o| {
+        o.status
+            .as_ref()
+            .is_some_and(|s| s.observed_generation == o.metadata.generation.unwrap_or(0))
+    })
+    .await;
+    let cms = Api::<ConfigMap>::namespaced(ns.client.clone(), &ns.name);
+    let edit = PatchParams {
+        field_manager: Some("kubectl-edit".into()),
+        ..Default::default()
+    };
+    cms.patch(
+        "corrchg-config",
+        &edit,
+        &Patch::Merge(json!({"data": {"message": "edited by hand"}})),
+    )
+    .await
+    .unwrap();
+    patch_mr(
+        &ns.client,
+        &ns.name,
+        "corrchg",
+        json!({"spec": {"suspend": false, "values": {"message": "changed"}}}),
+    )
+    .await;
+    let got = wait_mr(
+        &ns.client,
+        &ns.name,
+        "corrchg",
+        "Ready at the change",
+        |o| {
+            is_ready_mr(o)
+                || o.status.as_ref().is_some_and(|s| {
+                    s.observed_generation == o.metadata.generation.unwrap_or(0)
+                        && ready(s).1 == "ApplyFailed"
+                })
+        },
+    )
+    .await;
+    let s = got.status.as_ref().unwrap();
+    assert_eq!(
+        ready(s),
+        ("True".to_string(), "ReconciliationSucceeded".to_string()),
+        "the changed release applied over the edit: {s:?}"
+    );
+    assert_eq!(
+        cms.get("corrchg-config").await.unwrap().data.unwrap()["message"],
+        "changed",
+        "the edited field holds the release's new value"
+    );
+    op.stop().await;
+}
+
 /// Warn mode names the drifted fields and the manager that changed them in the `Drifted`
 /// condition, and leaves the edit alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
