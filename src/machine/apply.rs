@@ -29,6 +29,7 @@ impl Attempt {
             objects: self.ctx.writable(),
             field_manager: FIELD_MANAGER.to_string(),
             identity: self.ctx.identity.clone(),
+            cluster: self.ctx.cluster.clone(),
         });
     }
 
@@ -86,6 +87,7 @@ impl Attempt {
         self.out.push(Effect::InspectOwners {
             targets,
             identity: self.ctx.identity.clone(),
+            cluster: self.ctx.cluster.clone(),
         });
     }
 
@@ -114,6 +116,7 @@ impl Attempt {
             field_manager: FIELD_MANAGER.to_string(),
             force: self.ctx.force_conflicts() || self.ctx.correcting,
             identity: self.ctx.identity.clone(),
+            cluster: self.ctx.cluster.clone(),
         });
     }
 
@@ -212,6 +215,7 @@ impl Attempt {
         self.out.push(Effect::InspectStale {
             targets,
             identity: self.ctx.identity.clone(),
+            cluster: self.ctx.cluster.clone(),
         });
     }
 
@@ -231,6 +235,7 @@ impl Attempt {
         self.out.push(Effect::Prune {
             deletions: d.deletions,
             identity: self.ctx.identity.clone(),
+            cluster: self.ctx.cluster.clone(),
         });
     }
 

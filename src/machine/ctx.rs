@@ -102,6 +102,15 @@ pub(super) struct Ctx {
     /// This apply corrects drift (`driftDetection.mode: Correct`): it forces, so fields a
     /// `kubectl edit` or another manager took are taken back (SPEC §20).
     pub correcting: bool,
+    /// The remote cluster the release's objects live in (SPEC §31); `None`: this one.
+    pub cluster: Option<crate::remote::RemoteCluster>,
+    /// The kubeconfig was read (or there is none) in this attempt.
+    pub cluster_read: bool,
+    /// The persisted inventory is in another cluster than the current one: it is left
+    /// there, this attempt applies as if nothing were applied yet.
+    pub moved: bool,
+    /// What `status.leftBehind` records once the new cluster's apply succeeds.
+    pub left_behind: Option<crate::api::LeftBehind>,
 }
 
 fn parse_or(s: Option<&str>, default: Duration) -> Duration {
@@ -207,6 +216,9 @@ impl Ctx {
     }
 
     pub(super) fn persisted_entries(&self) -> &[InventoryEntry] {
+        if self.moved {
+            return &[];
+        }
         self.persisted
             .inventory
             .as_ref()
@@ -223,7 +235,7 @@ impl Ctx {
             (p.last_applied_render_digest.as_str(), &self.digests.render),
             (inv, &self.digests.inventory),
         ];
-        pairs.iter().all(|(old, new)| !old.is_empty() && old == new)
+        !self.moved && pairs.iter().all(|(old, new)| !old.is_empty() && old == new)
     }
 }
 

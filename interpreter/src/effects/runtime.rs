@@ -55,6 +55,8 @@ pub struct Runtime {
     pub health_reads: crate::steps::health_read::HealthCache,
     /// What renders read of `valuesFrom` objects (SPEC §27): where the values watch opens.
     pub values_reads: crate::steps::values_from::ReadVersions,
+    /// Remote clusters, one connection per kubeconfig digest (SPEC §31).
+    pub clusters: crate::effects::clusters::Clusters,
 }
 
 impl Runtime {
@@ -83,11 +85,15 @@ impl Runtime {
             ),
             health.clone(),
         );
+        let metrics = Metrics::default();
+        let clusters =
+            crate::effects::clusters::Clusters::new(clients.limit(), metrics.clusters.clone());
         Arc::new(Self {
+            clusters,
             config,
             resolver: Resolver::new(operator.clone()),
             events: EventSink::new(events),
-            metrics: Metrics::default(),
+            metrics,
             clients,
             local,
             traces,
