@@ -36,13 +36,16 @@ impl World {
     /// the cluster is created empty when it is new.
     pub(super) fn set_kubeconfig(&mut self, namespace: String, name: String, server: String) {
         let seed = self.clusters.by_server.len() as u64 + 1;
-        self.clusters
+        let cluster = self
+            .clusters
             .by_server
             .entry(server.clone())
             .or_insert_with(|| SimCluster {
                 store: Store::new(seed),
                 partitioned: false,
             });
+        // The releases' namespace exists there too (a cluster made ready for them).
+        cluster.store.ensure_namespace(&namespace);
         self.clusters
             .kubeconfigs
             .insert((namespace.clone(), name.clone()), server);
@@ -114,7 +117,7 @@ impl World {
             .is_some_and(|c| !c.partitioned);
         if !reachable {
             let e = ApiError::Unreachable {
-                message: format!("dial tcp {}: i/o timeout", cluster.server),
+                message: "no route to host (the cluster is partitioned)".to_string(),
             };
             return perform(self, Some(e));
         }
@@ -131,12 +134,18 @@ impl World {
         answer
     }
 
-    /// The objects of the remote cluster `server` (for scenarios and tests).
+    /// The objects of the remote cluster `server` but its Namespaces (for scenarios and tests).
     pub fn cluster_objects(&self, server: &str) -> Vec<crate::ResourceId> {
         self.clusters
             .by_server
             .get(server)
-            .map(|c| c.store.objects().map(|o| o.id.clone()).collect())
+            .map(|c| {
+                c.store
+                    .objects()
+                    .filter(|o| o.id.kind != "Namespace")
+                    .map(|o| o.id.clone())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
