@@ -114,16 +114,21 @@ async fn watch_one(ctx: Arc<Ctx>, key: SecretKey) {
             }
             Ok(Event::InitDone) => {
                 let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
-                let first = s.is_none();
-                let changed = !first && *s != Some(listed.clone().unwrap_or_default());
-                *s = Some(listed.clone().unwrap_or_default());
+                // The first listing is compared with what the releases' last read saw (a
+                // change between that read and this watch's start); a relist after a gap,
+                // with what this watch saw before it.
+                let before = match s.as_ref() {
+                    Some(v) => Some(v.clone()),
+                    None => ctx.rt.clusters.read_version(&key.0, &key.1),
+                };
+                let now = listed.clone().unwrap_or_default();
+                *s = Some(now.clone());
                 drop(s);
-                // First listing: only releases stalled on it; a relist after a gap: any
-                // change that happened meanwhile.
-                if first {
-                    trigger(&ctx, &key, true);
-                } else if changed {
-                    trigger(&ctx, &key, false);
+                match before {
+                    Some(v) if v != now => trigger(&ctx, &key, false),
+                    Some(_) => {}
+                    // Never read (or missing when read): only releases stalled on it.
+                    None => trigger(&ctx, &key, true),
                 }
                 continue;
             }

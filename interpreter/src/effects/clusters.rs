@@ -64,6 +64,9 @@ struct State {
 /// See the module documentation.
 pub struct Clusters {
     state: Mutex<State>,
+    /// The `resourceVersion` of each kubeconfig Secret `(namespace, name)` as last read:
+    /// a watch that opens after a change compares its first listing with it.
+    read_versions: Mutex<HashMap<(String, String), String>>,
     limit: Option<RateLimit>,
     /// The local watch whose change channel the remote watches share.
     gauges: Arc<ClusterGauges>,
@@ -90,6 +93,7 @@ impl Clusters {
     pub fn new(limit: Option<RateLimit>, gauges: Arc<ClusterGauges>) -> Self {
         Self {
             state: Mutex::default(),
+            read_versions: Mutex::default(),
             limit,
             gauges,
         }
@@ -110,6 +114,26 @@ impl Clusters {
         }
         s.users.insert(key.clone(), digest.to_string());
         self.collect(&mut s);
+    }
+
+    /// Secret `namespace/name` was read at `version`.
+    pub fn read_at(&self, namespace: &str, name: &str, version: Option<String>) {
+        let mut v = self.read_versions.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (namespace.to_string(), name.to_string());
+        match version {
+            Some(version) => v.insert(key, version),
+            None => v.remove(&key),
+        };
+    }
+
+    /// The version Secret `namespace/name` had when last read (`None`: never read, or
+    /// missing then).
+    pub fn read_version(&self, namespace: &str, name: &str) -> Option<String> {
+        self.read_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
     }
 
     /// `key` no longer uses a remote cluster (gone, or its spec dropped `kubeConfig`).

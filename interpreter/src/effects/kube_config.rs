@@ -36,7 +36,19 @@ async fn read(cx: &Cx<'_>, req: &Request<'_>) -> Result<KubeConfigFacts, KubeCon
         .map_err(|e| KubeConfigError::Api {
             error: api_error::from_kube(&e),
         })?
-        .ok_or(KubeConfigError::SecretNotFound)?;
+        .ok_or(KubeConfigError::SecretNotFound);
+    let secret = match secret {
+        Ok(s) => s,
+        Err(e) => {
+            cx.rt.clusters.read_at(req.namespace, req.name, None);
+            return Err(e);
+        }
+    };
+    cx.rt.clusters.read_at(
+        req.namespace,
+        req.name,
+        secret.metadata.resource_version.clone(),
+    );
     let mut data = secret.data.unwrap_or_default();
     let tried: Vec<&str> = match req.key {
         Some(k) => vec![k],
