@@ -67,8 +67,9 @@ pub async fn config(bytes: &[u8]) -> Result<kube::Config, String> {
 
 fn parse(bytes: &[u8]) -> Result<Kubeconfig, KubeConfigError> {
     let text = std::str::from_utf8(bytes).map_err(|_| unparsable("not UTF-8 text".into()))?;
-    // The parser's message may quote the document; only its kind of error is kept.
-    Kubeconfig::from_yaml(text).map_err(|e| unparsable(first_line(&e.to_string())))
+    // The parser's message may quote the document (a token, a key): only where it failed
+    // is kept.
+    Kubeconfig::from_yaml(text).map_err(|e| unparsable(parse_failure(&e.to_string())))
 }
 
 fn current_context(kc: &Kubeconfig) -> Result<&kube::config::Context, KubeConfigError> {
@@ -88,10 +89,24 @@ fn unparsable(message: String) -> KubeConfigError {
     KubeConfigError::Unparsable { message }
 }
 
-/// The error's first line, without anything after a colon that could quote input.
-fn first_line(s: &str) -> String {
-    let line = s.lines().next().unwrap_or_default();
-    line.chars().take(200).collect()
+/// "it does not parse as a kubeconfig", with the parser's `line N column M` when it gave
+/// one, and nothing else of its message (which may quote a credential).
+fn parse_failure(message: &str) -> String {
+    let at = message.find("line ").and_then(|i| {
+        let rest = &message[i..];
+        let words: Vec<&str> = rest.split_whitespace().take(4).collect();
+        let digits = |w: &str| w.trim_matches(|c: char| !c.is_ascii_digit()).to_string();
+        match words.as_slice() {
+            ["line", l, "column", c] if !digits(l).is_empty() && !digits(c).is_empty() => {
+                Some(format!(" (at line {} column {})", digits(l), digits(c)))
+            }
+            _ => None,
+        }
+    });
+    format!(
+        "it does not parse as a kubeconfig{}",
+        at.unwrap_or_default()
+    )
 }
 
 #[cfg(test)]
@@ -150,5 +165,15 @@ mod tests {
             facts("value", b"clusters: 7"),
             Err(KubeConfigError::Unparsable { .. })
         ));
+        // A credential in a malformed document is never quoted back.
+        let bad = "users:\n- name: ci\n  user:\n    token: [s3cr3t-t0ken\n";
+        let Err(KubeConfigError::Unparsable { message }) = facts("value", bad.as_bytes()) else {
+            panic!("unparsable");
+        };
+        assert!(!message.contains("s3cr3t"), "{message}");
+        assert!(
+            message.starts_with("it does not parse as a kubeconfig"),
+            "{message}"
+        );
     }
 }
