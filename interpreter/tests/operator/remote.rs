@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service, ServiceAccount};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use opm_core::api::{ModuleRelease, Release};
 use opm_testenv::RestartableApiServer;
 use serde_json::{Value, json};
@@ -129,6 +129,25 @@ async fn a_module_release_applies_to_the_remote_cluster_only_drift_is_corrected_
     let here_dep = Api::<Deployment>::namespaced(ns.client.clone(), &ns.name);
     assert!(!exists(&here_dep, "web").await);
     assert!(!exists(&here_cm, "web-config").await);
+    // Nothing the operator stamped is in the management namespace, of any kind it applied.
+    let stamped = ListParams::default().labels("app.kubernetes.io/managed-by=opm-controller");
+    let here = [
+        here_cm.list_metadata(&stamped).await.unwrap().items.len(),
+        here_dep.list_metadata(&stamped).await.unwrap().items.len(),
+        Api::<Service>::namespaced(ns.client.clone(), &ns.name)
+            .list_metadata(&stamped)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        Api::<ServiceAccount>::namespaced(ns.client.clone(), &ns.name)
+            .list_metadata(&stamped)
+            .await
+            .unwrap()
+            .items
+            .len(),
+    ];
+    assert_eq!(here, [0, 0, 0, 0], "only status and events here");
 
     // The metrics name the cluster; one client and its watches serve it.
     let text = op.rt.metrics.render();
