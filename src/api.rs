@@ -16,7 +16,8 @@ pub mod platform;
 pub mod values_from;
 pub use common::{
     DeletionPolicy, DependencyRef, DriftDetection, DriftMode, HealthCheckExpr, HealthCheckRef,
-    IgnoreRule, IgnoreTarget, InventoryEntry, ModuleRef, ReleaseCommon, Rollout, SourceRef,
+    IgnoreRule, IgnoreTarget, InventoryEntry, KubeConfigReference, KubeConfigSecretRef, ModuleRef,
+    ReleaseCommon, Rollout, SourceRef,
 };
 
 /// A release of a CUE module pulled from an OCI registry by path and version.
@@ -209,6 +210,29 @@ pub struct ReleaseStatus {
     /// The last health assessment, when `wait` is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthReport>,
+    /// Objects applied to a cluster the release no longer points at: left there, not
+    /// deleted, and named here so they are not forgotten.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_behind: Option<LeftBehind>,
+}
+
+/// `status.leftBehind`: the inventory of the cluster the kubeconfig pointed at before.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeftBehind {
+    /// That cluster's server URL (empty: the cluster the operator runs in).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
+    /// How many objects were left there.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub count: i64,
+    /// When the release moved away from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+    /// The first of them (at most 50).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub entries: Vec<InventoryEntry>,
 }
 
 /// `status.health`: counts by verdict and the objects that are not `Current` (at most 10,
@@ -341,6 +365,10 @@ pub struct Inventory {
     /// Goes up by one with every successful apply.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub revision: i64,
+    /// The server URL (no credentials) of the remote cluster the entries live in; empty:
+    /// the cluster the operator runs in.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
     /// `sha256:` digest of the sorted entries.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub digest: String,

@@ -70,6 +70,21 @@ pub struct Config {
     /// above this stalls `ValuesNotFound`; the interpreter stops parsing there.
     #[serde(default = "default_max_values_bytes")]
     pub max_values_bytes: u64,
+    /// `--allow-insecure-kubeconfig` (default off): a remote kubeconfig may run a command
+    /// or name a file of the operator's filesystem (SPEC §31).
+    #[serde(default)]
+    pub allow_insecure_kubeconfig: bool,
+    /// `--max-kubeconfig-bytes` (SPEC §24): a larger kubeconfig stalls `InvalidKubeConfig`;
+    /// the interpreter does not parse it.
+    #[serde(default = "default_max_kubeconfig_bytes")]
+    pub max_kubeconfig_bytes: u64,
+}
+
+/// SPEC §24 default of `--max-kubeconfig-bytes` (64 KiB).
+pub const DEFAULT_MAX_KUBECONFIG_BYTES: u64 = 64 * 1024;
+
+fn default_max_kubeconfig_bytes() -> u64 {
+    DEFAULT_MAX_KUBECONFIG_BYTES
 }
 
 /// SPEC §24 default of `--health-eval-timeout`.
@@ -114,6 +129,8 @@ impl Default for Config {
             max_render_bytes: DEFAULT_MAX_RENDER_BYTES,
             health_eval_timeout: DEFAULT_HEALTH_EVAL_TIMEOUT,
             max_values_bytes: DEFAULT_MAX_VALUES_BYTES,
+            allow_insecure_kubeconfig: false,
+            max_kubeconfig_bytes: DEFAULT_MAX_KUBECONFIG_BYTES,
         }
     }
 }

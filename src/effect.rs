@@ -10,6 +10,7 @@ use crate::api::ReleaseStatus;
 use crate::object::{DesiredObject, ReleaseKey, ResourceId};
 use crate::outcome::Outcome;
 use crate::reason::Reason;
+use crate::remote::RemoteCluster;
 
 /// One request from the core. See the crate docs for the drain rule.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -70,6 +71,9 @@ pub enum Effect {
         /// The effective ServiceAccount: `spec.serviceAccountName`, else the operator's
         /// `--default-service-account`.
         name: String,
+        /// The cluster the requests go to; `None`: the operator's own (SPEC §31).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cluster: Option<RemoteCluster>,
     },
     /// Server-side dry-run apply of each object as `identity`, compared with the live object
     /// on the fields `field_manager` manages. Awaited: `DriftChecked`.
@@ -81,6 +85,9 @@ pub enum Effect {
         /// The effective ServiceAccount to send these requests as; `None`: the operator's own
         /// identity, allowed only with `--allow-operator-identity` (SPEC §15).
         identity: Option<Impersonation>,
+        /// The cluster the requests go to; `None`: the operator's own (SPEC §31).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cluster: Option<RemoteCluster>,
     },
     /// Server-side apply, stage by stage, as `identity`. Within a stage objects may run
     /// concurrently; wait for CRDs of a stage to be Established before the next stage; skip
@@ -97,6 +104,9 @@ pub enum Effect {
         /// The effective ServiceAccount to send these requests as; `None`: the operator's own
         /// identity, allowed only with `--allow-operator-identity` (SPEC §15).
         identity: Option<Impersonation>,
+        /// The cluster the requests go to; `None`: the operator's own (SPEC §31).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cluster: Option<RemoteCluster>,
     },
     /// Read each target's labels (from the managed-object watch when it holds the object,
     /// else one GET as `identity`) before its first write, for the ownership check of
@@ -106,6 +116,9 @@ pub enum Effect {
         targets: Vec<ResourceId>,
         /// The identity the GETs are sent as, the same one the apply will use.
         identity: Option<Impersonation>,
+        /// The cluster the requests go to; `None`: the operator's own (SPEC §31).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cluster: Option<RemoteCluster>,
     },
     /// GET each target as `identity` and report uid and labels. Awaited: `StaleInspected`.
     InspectStale {
@@ -113,6 +126,9 @@ pub enum Effect {
         targets: Vec<ResourceId>,
         /// The identity the GETs are sent as, the same one the prune will use.
         identity: Option<Impersonation>,
+        /// The cluster the requests go to; `None`: the operator's own (SPEC §31).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cluster: Option<RemoteCluster>,
     },
     /// DELETE each object, in order, with a UID precondition, as `identity`, continuing
     /// past errors. Awaited: `Pruned`.
@@ -122,6 +138,9 @@ pub enum Effect {
         /// The effective ServiceAccount to send these requests as; `None`: the operator's own
         /// identity, allowed only with `--allow-operator-identity` (SPEC §15).
         identity: Option<Impersonation>,
+        /// The cluster the requests go to; `None`: the operator's own (SPEC §31).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cluster: Option<RemoteCluster>,
     },
     /// One merge patch to the status subresource. `patch` is the RFC 7386 patch from the
     /// persisted status; `status` is the full result. Awaited: `StatusPatched`.
@@ -143,6 +162,9 @@ pub enum Effect {
         identity: Option<Impersonation>,
         /// The attempt's deadline: stop waiting shortly before it and report what is left.
         until: jiff::Timestamp,
+        /// The cluster the requests go to; `None`: the operator's own (SPEC §31).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cluster: Option<RemoteCluster>,
     },
     /// Fire and forget: an events.k8s.io/v1 event regarding the release.
     EmitEvent {
@@ -179,6 +201,22 @@ pub enum Effect {
         /// identity, allowed only with `--allow-operator-identity` (SPEC §15).
         identity: Option<Impersonation>,
     },
+    /// Read, as the operator in its own cluster, key `key` (or `value`, then `value.yaml`)
+    /// of Secret `namespace/name`; at most `max_bytes` of it are parsed. Report the
+    /// kubeconfig's digest, server and the fields that run a command or name a file, and
+    /// keep its bytes under the digest for the clients of that cluster (SPEC §31).
+    /// Awaited: `KubeConfigRead`.
+    ReadKubeConfig {
+        /// The release's namespace, where the Secret must be.
+        namespace: String,
+        /// `spec.kubeConfig.secretRef.name`.
+        name: String,
+        /// `spec.kubeConfig.secretRef.key`, when given.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        /// `--max-kubeconfig-bytes`: a larger value is reported as `TooLarge`, unparsed.
+        max_bytes: u64,
+    },
     /// Read each target's JSON (from the managed-object watch when it holds it, else one
     /// GET as `identity`), without `metadata.managedFields`; for a target with `pods`, also
     /// LIST the pods its `spec.selector` selects in its namespace (as `identity`, at most
@@ -188,6 +226,9 @@ pub enum Effect {
         targets: Vec<HealthTarget>,
         /// The identity for the GETs the watch cannot serve and for the pod LISTs.
         identity: Option<Impersonation>,
+        /// The cluster the requests go to; `None`: the operator's own (SPEC §31).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cluster: Option<RemoteCluster>,
     },
 }
 
@@ -247,12 +288,14 @@ pub enum EffectKind {
     ReadValues,
     /// The wait for deleted objects to be gone.
     AwaitTermination,
+    /// The read of a remote cluster's kubeconfig Secret.
+    ReadKubeConfig,
 }
 
 impl EffectKind {
     /// Every kind the machine waits on (all but events, metrics and `Done`): the kinds a
     /// fault schedule can fail, so the fault bench checks it reached each of them.
-    pub const AWAITED: [EffectKind; 16] = [
+    pub const AWAITED: [EffectKind; 17] = [
         EffectKind::AddFinalizer,
         EffectKind::RemoveFinalizer,
         EffectKind::CheckDependencies,
@@ -269,10 +312,26 @@ impl EffectKind {
         EffectKind::AssessHealth,
         EffectKind::ReadValues,
         EffectKind::AwaitTermination,
+        EffectKind::ReadKubeConfig,
     ];
 }
 
 impl Effect {
+    /// The cluster an object effect is sent to: `Some` only for a remote one.
+    pub fn cluster(&self) -> Option<&RemoteCluster> {
+        match self {
+            Effect::CheckServiceAccount { cluster, .. }
+            | Effect::CheckDrift { cluster, .. }
+            | Effect::Apply { cluster, .. }
+            | Effect::InspectOwners { cluster, .. }
+            | Effect::InspectStale { cluster, .. }
+            | Effect::Prune { cluster, .. }
+            | Effect::AwaitTermination { cluster, .. }
+            | Effect::AssessHealth { cluster, .. } => cluster.as_ref(),
+            _ => None,
+        }
+    }
+
     /// This effect without its payload, as fault schedules and batch checks name it.
     pub fn kind(&self) -> EffectKind {
         match self {
@@ -295,6 +354,7 @@ impl Effect {
             Effect::Done { .. } => EffectKind::Done,
             Effect::AssessHealth { .. } => EffectKind::AssessHealth,
             Effect::ReadValues { .. } => EffectKind::ReadValues,
+            Effect::ReadKubeConfig { .. } => EffectKind::ReadKubeConfig,
         }
     }
 
@@ -317,6 +377,7 @@ impl Effect {
             Effect::AssessHealth { .. } => "healthRead",
             Effect::ReadValues { .. } => "valuesRead",
             Effect::AwaitTermination { .. } => "terminationAwaited",
+            Effect::ReadKubeConfig { .. } => "kubeConfigRead",
             Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
                 return None;
             }

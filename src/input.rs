@@ -143,6 +143,11 @@ pub enum InputKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         credentials: Option<Result<crate::values_from::CredentialsContent, ApiError>>,
     },
+    /// Answer to `ReadKubeConfig`.
+    KubeConfigRead {
+        /// What the kubeconfig holds, or why it could not be read.
+        result: Result<crate::remote::KubeConfigFacts, crate::remote::KubeConfigError>,
+    },
     /// Answer to `AssessHealth`: one entry per target, in order.
     HealthRead {
         /// Each target's live JSON (and pods, when asked for), in request order.
@@ -184,6 +189,35 @@ impl InputKind {
             InputKind::HealthRead { .. } => "healthRead",
             InputKind::ValuesRead { .. } => "valuesRead",
             InputKind::TerminationAwaited { .. } => "terminationAwaited",
+            InputKind::KubeConfigRead { .. } => "kubeConfigRead",
+        }
+    }
+
+    /// The first `Unreachable` error this answer carries: a remote cluster that did not
+    /// answer fails the attempt as `ClusterUnreachable`, whatever the effect (SPEC §31).
+    pub fn unreachable(&self) -> Option<&ApiError> {
+        fn first<'a>(mut errs: impl Iterator<Item = Option<&'a ApiError>>) -> Option<&'a ApiError> {
+            errs.find_map(|e| e.filter(|e| matches!(e, ApiError::Unreachable { .. })))
+        }
+        match self {
+            InputKind::ServiceAccountChecked { result } => {
+                first(std::iter::once(result.as_ref().err()))
+            }
+            InputKind::DriftChecked { report } => {
+                first(report.errors.iter().map(|o| o.result.as_ref().err()))
+            }
+            InputKind::Applied { report } => {
+                first(report.objects.iter().map(|o| o.result.as_ref().err()))
+            }
+            InputKind::OwnersInspected { objects } | InputKind::StaleInspected { objects } => {
+                first(objects.iter().map(|o| o.result.as_ref().err()))
+            }
+            InputKind::Pruned { results } => first(results.iter().map(|o| o.result.as_ref().err())),
+            InputKind::HealthRead { objects } => {
+                first(objects.iter().map(|o| o.result.as_ref().err()))
+            }
+            InputKind::TerminationAwaited { error, .. } => first(std::iter::once(error.as_ref())),
+            _ => None,
         }
     }
 }
@@ -235,6 +269,13 @@ pub enum ApiError {
         /// retry waits at least this long (SPEC §24).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         retry_after_secs: Option<u64>,
+    },
+    /// A remote cluster (SPEC §31) did not answer at all: connection refused, reset, or
+    /// no route. Only ever reported for a remote cluster; the core's `ClusterUnreachable`.
+    #[error("unreachable: {message}")]
+    Unreachable {
+        /// The connection's error.
+        message: String,
     },
     /// The request (or a wait such as CRD establishment) ran out of time.
     #[error("timeout: {message}")]

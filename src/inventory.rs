@@ -32,6 +32,7 @@ pub fn next(previous: Option<&Inventory>, entries: Vec<InventoryEntry>) -> Inven
     let revision = previous.map_or(0, |p| p.revision).saturating_add(1);
     Inventory {
         revision,
+        cluster: previous.map(|p| p.cluster.clone()).unwrap_or_default(),
         digest: digest::inventory(&entries),
         count: entries.len() as i64,
         entries,

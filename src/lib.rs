@@ -127,6 +127,7 @@ pub mod ownership;
 pub mod policy;
 pub mod prune;
 pub mod reason;
+pub mod remote;
 pub mod render_ahead;
 pub mod render_value;
 pub mod source;

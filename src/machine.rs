@@ -16,6 +16,7 @@ use crate::outcome::Outcome;
 use crate::reason::Reason;
 
 mod apply;
+mod cluster;
 mod ctx;
 mod deleting;
 mod exit;
@@ -80,6 +81,10 @@ enum Phase {
     ReadingValues,
     /// `deletionPolicy: WaitForTermination`: the deleted objects must be gone first.
     AwaitingTermination,
+    /// The remote cluster's kubeconfig (SPEC §31), before `next`.
+    ReadingKubeConfig {
+        next: cluster::ClusterNext,
+    },
 }
 
 /// What follows a successful status patch.
@@ -120,6 +125,7 @@ impl Phase {
             Phase::Finished => return None,
             Phase::CheckingServiceAccountForValues => "serviceAccountChecked",
             Phase::ReadingValues => "valuesRead",
+            Phase::ReadingKubeConfig { .. } => "kubeConfigRead",
         })
     }
 
@@ -187,6 +193,12 @@ impl Attempt {
         let phase = std::mem::replace(&mut self.phase, Phase::Finished);
         if self.now >= self.deadline && phase.can_time_out() {
             self.timed_out();
+        } else if let (Some(cluster), Some(e)) =
+            (self.ctx.cluster.as_ref(), input.kind.unreachable())
+        {
+            // SPEC §31: a remote cluster that does not answer is transient, whatever asked.
+            let f = crate::remote::unreachable(cluster, e);
+            self.fail(f);
         } else {
             self.dispatch(phase, input.kind);
         }
@@ -284,6 +296,9 @@ impl Attempt {
             ) => self.on_values(values, credentials),
             (Phase::AwaitingTermination, I::TerminationAwaited { remaining, error }) => {
                 self.on_terminated(remaining, error)
+            }
+            (Phase::ReadingKubeConfig { next }, I::KubeConfigRead { result }) => {
+                self.on_kube_config(next, result)
             }
             // `step` matched the input name against the phase, so this arm is never taken;
             // restoring the phase keeps the machine usable if that check ever changes.

@@ -84,6 +84,14 @@ pub enum Reason {
     Recreated,
     /// `ModuleResolved=True` on a ModuleRelease (SPEC §3 step 10).
     Resolved,
+    /// The remote cluster's kubeconfig is missing, too large, unreadable, or runs a
+    /// command or names a file (SPEC §31).
+    InvalidKubeConfig,
+    /// The remote cluster cannot be reached (SPEC §31); transient.
+    ClusterUnreachable,
+    /// The kubeconfig now points at another server; the old cluster's objects were left
+    /// there and are named in `status.leftBehind` (SPEC §31).
+    ClusterChanged,
     /// The caller broke the drain rule: an attempt started from anything but `Observed`.
     /// Only ever in `Done`, never in a condition or an event.
     InvalidInput,
@@ -91,7 +99,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in declaration order: for parsing and for tests that must see them all.
-    pub const ALL: [Reason; 37] = [
+    pub const ALL: [Reason; 40] = [
         Reason::Progressing,
         Reason::ReconciliationSucceeded,
         Reason::Suspended,
@@ -128,6 +136,9 @@ impl Reason {
         Reason::ValuesNotFound,
         Reason::Recreated,
         Reason::Resolved,
+        Reason::InvalidKubeConfig,
+        Reason::ClusterUnreachable,
+        Reason::ClusterChanged,
         Reason::InvalidInput,
     ];
 
@@ -170,6 +181,9 @@ impl Reason {
             Reason::ValuesNotFound => "ValuesNotFound",
             Reason::Recreated => "Recreated",
             Reason::Resolved => "Resolved",
+            Reason::InvalidKubeConfig => "InvalidKubeConfig",
+            Reason::ClusterUnreachable => "ClusterUnreachable",
+            Reason::ClusterChanged => "ClusterChanged",
             Reason::InvalidInput => "InvalidInput",
         }
     }
@@ -189,6 +203,7 @@ impl Reason {
             DriftDetected => "DriftCheck",
             HealthCheckFailed => "Health",
             DeletionSAMissing | OrphanedOnDeletion | Deleted => "Delete",
+            InvalidKubeConfig | ClusterUnreachable | ClusterChanged => "Connect",
             Progressing
             | ReconciliationSucceeded
             | Suspended
@@ -261,7 +276,7 @@ mod tests {
 
     /// Every reason, its SPEC name and its event action. Written out by hand so that a
     /// renamed variant or a changed action fails here, not on a user's dashboard.
-    const SPEC: [(Reason, &str, &str); 37] = [
+    const SPEC: [(Reason, &str, &str); 40] = [
         (Reason::Progressing, "Progressing", "Reconcile"),
         (
             Reason::ReconciliationSucceeded,
@@ -310,6 +325,9 @@ mod tests {
         (Reason::ValuesNotFound, "ValuesNotFound", "Render"),
         (Reason::Recreated, "Recreated", "Apply"),
         (Reason::Resolved, "Resolved", "Reconcile"),
+        (Reason::InvalidKubeConfig, "InvalidKubeConfig", "Connect"),
+        (Reason::ClusterUnreachable, "ClusterUnreachable", "Connect"),
+        (Reason::ClusterChanged, "ClusterChanged", "Connect"),
         (Reason::InvalidInput, "InvalidInput", "Reconcile"),
     ];
 

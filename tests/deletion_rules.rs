@@ -101,7 +101,9 @@ fn prune_on_deletion_deletes_everything_owned_except_namespaces() {
         ]
     );
     match r.find(EffectKind::InspectStale) {
-        Some(Effect::InspectStale { targets, identity }) => {
+        Some(Effect::InspectStale {
+            targets, identity, ..
+        }) => {
             let names: Vec<String> = targets.iter().map(|t| t.display()).collect();
             // Reverse apply order: workloads, services, config; the Namespace is never a target.
             assert_eq!(

@@ -340,6 +340,7 @@ fn applied_and_pruned() {
         Some(Effect::Prune {
             deletions,
             identity,
+            ..
         }) => {
             assert_eq!(deletions.len(), 1);
             assert_eq!(deletions[0].id.name, "old");

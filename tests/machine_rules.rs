@@ -148,7 +148,9 @@ fn service_account_identity_is_used_for_apply_drift_and_prune() {
     let r = run_mr(&operator_cfg(), mr, &Canned::default());
     assert_eq!(r.outcome, Outcome::NoOp);
     match r.find(EffectKind::CheckServiceAccount) {
-        Some(Effect::CheckServiceAccount { namespace, name }) => {
+        Some(Effect::CheckServiceAccount {
+            namespace, name, ..
+        }) => {
             assert_eq!((namespace.as_str(), name.as_str()), ("demo", "deployer"))
         }
         other => panic!("{other:?}"),
@@ -158,6 +160,7 @@ fn service_account_identity_is_used_for_apply_drift_and_prune() {
             identity: Some(i),
             field_manager,
             objects,
+            ..
         }) => {
             // The user alone: the API server adds the ServiceAccount's groups (SPEC §15).
             assert_eq!(i.user, "system:serviceaccount:demo:deployer");
@@ -392,6 +395,7 @@ fn finishing_effects_outlive_the_deadline_and_the_rest_share_it() {
         assert_eq!(a.bound(past, e), opm_core::machine::FINISH_BOUND, "{e:?}");
     }
     let wait = Effect::AwaitTermination {
+        cluster: None,
         targets: Vec::new(),
         identity: None,
         until: t0().checked_add(secs(20)).unwrap(),

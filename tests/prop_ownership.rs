@@ -108,6 +108,7 @@ proptest! {
         if !entries.is_empty() {
             mr.status = Some(ReleaseStatus {
                 inventory: Some(Inventory {
+                    cluster: String::new(),
                     revision: 1,
                     digest: opm_core::digest::inventory(&entries),
                     count: entries.len() as i64,
@@ -299,6 +300,7 @@ fn a_forged_inventory_prunes_and_deletes_nothing_that_is_not_ours() {
     let entries = vec![forged("victim"), forged("unlabelled")];
     let status = ReleaseStatus {
         inventory: Some(Inventory {
+            cluster: String::new(),
             revision: 1,
             digest: opm_core::digest::inventory(&entries),
             count: entries.len() as i64,

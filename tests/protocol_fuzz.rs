@@ -250,6 +250,7 @@ fn object(case: &Case, now: Timestamp) -> ModuleRelease {
             .collect::<Vec<_>>();
         mr.status = Some(ReleaseStatus {
             inventory: Some(opm_core::api::Inventory {
+                cluster: String::new(),
                 revision: 1,
                 digest: opm_core::digest::inventory(&entries),
                 count: entries.len() as i64,

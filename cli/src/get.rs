@@ -1,5 +1,5 @@
 //! `kubectl opm get [KIND[/NAME]]`: releases as a table (NAME, READY, REASON, REVISION, AGE,
-//! NEXT RETRY; `-A` adds NAMESPACE, `-o wide` SOURCE and MESSAGE), or the objects as
+//! NEXT RETRY; `-A` adds NAMESPACE, `-o wide` SOURCE, CLUSTER and MESSAGE), or the objects as
 //! YAML/JSON. Without a kind, both kinds are listed and names carry their kind (`mr/web`),
 //! so a row can be pasted into the other verbs.
 
@@ -43,7 +43,7 @@ pub fn render(
             }
             header.extend(["NAME", "READY", "REASON", "REVISION", "AGE", "NEXT RETRY"]);
             if wide {
-                header.extend(["SUSPENDED", "SOURCE", "MESSAGE"]);
+                header.extend(["SUSPENDED", "SOURCE", "CLUSTER", "MESSAGE"]);
             }
             let rows: Vec<Vec<String>> = items
                 .iter()
@@ -78,10 +78,26 @@ fn row(o: &ReleaseObject, all_ns: bool, both: bool, wide: bool, now: Timestamp) 
     if wide {
         r.push(o.common().suspend.to_string());
         r.push(releases::source(o));
+        r.push(cluster(o, &status));
         // One line per row: a multi-line condition message is joined.
         r.push(message.split_whitespace().collect::<Vec<_>>().join(" "));
     }
     r
+}
+
+/// Where the release's objects are: the remote cluster's server URL (SPEC §31), `-` for
+/// the cluster it lives in, the kubeconfig Secret while nothing is applied there yet.
+fn cluster(o: &ReleaseObject, status: &opm_core::api::ReleaseStatus) -> String {
+    let applied = status
+        .inventory
+        .as_ref()
+        .map(|i| i.cluster.clone())
+        .filter(|c| !c.is_empty());
+    match (&o.common().kube_config, applied) {
+        (_, Some(server)) => server,
+        (Some(kc), None) => format!("secret/{}", kc.secret_ref.name),
+        (None, None) => "-".into(),
+    }
 }
 
 /// How often `--watch` looks again.

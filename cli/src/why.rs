@@ -31,6 +31,13 @@ pub struct Why {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_check_at: Option<String>,
     pub triggers: Vec<String>,
+    /// The remote cluster its objects are in (the kubeconfig's server URL), and the
+    /// Secret naming it; absent when it applies to the cluster it lives in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// Objects left in a cluster the release no longer points at (`status.leftBehind`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left_behind: Option<String>,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -162,6 +169,12 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
             ),
         }
     }
+    if let Some(kc) = &obj.common().kube_config {
+        triggers.push(format!(
+            "the kubeconfig Secret {}/{} being created or changed",
+            key.namespace, kc.secret_ref.name
+        ));
+    }
     if reason == Reason::DependenciesNotReady {
         for d in &obj.common().depends_on {
             let dep = opm_core::deps::key_of(&key, d);
@@ -248,7 +261,32 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
         }
         _ => None,
     };
+    let applied_to = status
+        .inventory
+        .as_ref()
+        .map(|i| i.cluster.clone())
+        .filter(|c| !c.is_empty());
+    let cluster = obj.common().kube_config.as_ref().map(|kc| {
+        let secret = format!("kubeconfig Secret {}/{}", key.namespace, kc.secret_ref.name);
+        match &applied_to {
+            Some(server) => format!("{server} (through the {secret})"),
+            None => format!("the cluster of the {secret} (nothing applied there yet)"),
+        }
+    });
+    let left_behind = status.left_behind.as_ref().map(|l| {
+        let from = if l.cluster.is_empty() {
+            "the cluster the release lives in"
+        } else {
+            l.cluster.as_str()
+        };
+        format!(
+            "{} objects in {from}, applied before the kubeconfig pointed elsewhere; the operator no longer manages them",
+            l.count
+        )
+    });
     Why {
+        cluster,
+        left_behind,
         release: releases::describe(&key),
         next_check_at,
         state: state.to_string(),
@@ -263,6 +301,12 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
 /// The explanation in words.
 pub fn text(w: &Why) -> String {
     let mut out = format!("{} {}\n", w.release, w.summary);
+    if let Some(c) = &w.cluster {
+        out.push_str(&format!("Applies to cluster {c}\n"));
+    }
+    if let Some(l) = &w.left_behind {
+        out.push_str(&format!("Left behind: {l}\n"));
+    }
     if !w.conditions.is_empty() {
         out.push_str("\nConditions:\n");
         for c in &w.conditions {
@@ -307,4 +351,64 @@ pub fn text(w: &Why) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opm_core::api::{
+        Inventory, KubeConfigReference, KubeConfigSecretRef, LeftBehind, ModuleRelease,
+    };
+
+    #[test]
+    fn a_remote_release_names_its_cluster_what_it_left_and_its_secret_as_a_trigger() {
+        let mut mr: ModuleRelease = serde_json::from_value(serde_json::json!({
+            "apiVersion": "releases.opmodel.dev/v1alpha1", "kind": "ModuleRelease",
+            "metadata": {"name": "web", "namespace": "team", "generation": 1},
+            "spec": {"module": {"path": "example.com/modules/web@v0", "version": "v0.2.1"}},
+        }))
+        .unwrap();
+        mr.spec.common.kube_config = Some(KubeConfigReference {
+            secret_ref: KubeConfigSecretRef {
+                name: "prod".into(),
+                key: None,
+            },
+        });
+        let obj = ReleaseObject::ModuleRelease(mr.clone());
+        let now = Timestamp::UNIX_EPOCH;
+        let w = explain(&obj, now);
+        assert_eq!(
+            w.cluster.as_deref(),
+            Some("the cluster of the kubeconfig Secret team/prod (nothing applied there yet)")
+        );
+        assert!(
+            w.triggers
+                .iter()
+                .any(|t| t == "the kubeconfig Secret team/prod being created or changed")
+        );
+        mr.status = Some(opm_core::api::ReleaseStatus {
+            inventory: Some(Inventory {
+                cluster: "https://new:6443".into(),
+                ..Default::default()
+            }),
+            left_behind: Some(LeftBehind {
+                cluster: "https://old:6443".into(),
+                count: 4,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let w = explain(&ReleaseObject::ModuleRelease(mr), now);
+        let t = text(&w);
+        assert!(
+            t.contains(
+                "Applies to cluster https://new:6443 (through the kubeconfig Secret team/prod)"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("Left behind: 4 objects in https://old:6443"),
+            "{t}"
+        );
+    }
 }

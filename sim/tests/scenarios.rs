@@ -141,6 +141,39 @@ fn opm_releases_wait_for_the_platform_then_converge_and_rerender_on_a_platform_c
 }
 
 #[test]
+fn a_partitioned_remote_cluster_backs_off_while_the_other_converges_then_heals() {
+    let file = example("cluster-partition.yaml");
+    golden("cluster-partition.txt", &ok(&["run", &file, "--quiet"]));
+    let doc = json("cluster-partition.yaml");
+    let us = attempts_of(&doc, "web-us");
+    let cut: Vec<_> = us
+        .iter()
+        .filter(|a| a["reason"] == "ClusterUnreachable")
+        .collect();
+    assert!(
+        cut.len() >= 10,
+        "backed off through the hour: {}",
+        cut.len()
+    );
+    for a in &cut {
+        let t = a["atMs"].as_u64().unwrap();
+        assert!((10 * MIN..70 * MIN).contains(&t), "{t}");
+        assert_eq!(a["outcome"], "failed_transient");
+        assert!(a["requeueAfterMs"].as_u64().unwrap() <= 5 * MIN);
+    }
+    let healed = us
+        .iter()
+        .find(|a| a["atMs"].as_u64().unwrap() >= 70 * MIN)
+        .expect("an attempt after the partition");
+    assert_eq!(healed["ready"], "True");
+    assert!(healed["atMs"].as_u64().unwrap() <= 75 * MIN);
+    // The other cluster never noticed.
+    let eu = attempts_of(&doc, "web-eu");
+    assert!(eu.iter().all(|a| a["ready"] == "True"), "{eu:?}");
+    assert_eq!(final_of(&doc, "web-us")["ready"], "True");
+}
+
+#[test]
 fn the_same_scenario_and_seed_give_byte_identical_text_json_and_svg() {
     let dir = tempfile::tempdir().unwrap();
     let file = example("flaky-fleet.yaml");

@@ -71,6 +71,30 @@ pub mod bounds {
     pub const ARTIFACT_PATH: u32 = 1024;
 }
 
+/// `spec.kubeConfig` (Flux's shape): where the remote cluster's kubeconfig is.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeConfigReference {
+    /// The Secret, in the release's namespace, read with the operator's identity.
+    pub secret_ref: KubeConfigSecretRef,
+}
+
+/// The Secret and key holding a kubeconfig.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeConfigSecretRef {
+    /// Name of the Secret in the release's namespace (a DNS-1123 subdomain).
+    #[schemars(length(min = 1, max = bounds::NAME), pattern(DNS1123_SUBDOMAIN))]
+    pub name: String,
+    /// Key in the Secret's data; default `value`, else `value.yaml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = bounds::NAME), pattern(SECRET_KEY))]
+    pub key: Option<String>,
+}
+
+/// A key of a Secret's `data`: letters, digits, `-`, `_` and `.`.
+pub const SECRET_KEY: &str = r"^[-._a-zA-Z0-9]+$";
+
 /// `spec.module` of a ModuleRelease.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -268,6 +292,10 @@ pub struct ReleaseCommon {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = bounds::NAME), pattern(DNS1123_SUBDOMAIN))]
     pub service_account_name: Option<String>,
+    /// Apply to another cluster: a Secret of the release's namespace holding its
+    /// kubeconfig. The release, its status, events and sources stay in this cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_config: Option<KubeConfigReference>,
     /// How conflicts with other field managers are handled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,

@@ -30,6 +30,7 @@ impl Attempt {
             objects: self.ctx.writable(),
             field_manager: FIELD_MANAGER.to_string(),
             identity: self.ctx.identity.clone(),
+            cluster: self.ctx.cluster.clone(),
         });
     }
 
@@ -86,6 +87,7 @@ impl Attempt {
         self.out.push(Effect::InspectOwners {
             targets,
             identity: self.ctx.identity.clone(),
+            cluster: self.ctx.cluster.clone(),
         });
     }
 
@@ -120,6 +122,7 @@ impl Attempt {
             field_manager: FIELD_MANAGER.to_string(),
             force: self.ctx.force_conflicts() || self.ctx.drift_mode() == DriftMode::Correct,
             identity: self.ctx.identity.clone(),
+            cluster: self.ctx.cluster.clone(),
         });
     }
 
@@ -218,6 +221,7 @@ impl Attempt {
         self.out.push(Effect::InspectStale {
             targets,
             identity: self.ctx.identity.clone(),
+            cluster: self.ctx.cluster.clone(),
         });
     }
 
@@ -237,6 +241,7 @@ impl Attempt {
         self.out.push(Effect::Prune {
             deletions: d.deletions,
             identity: self.ctx.identity.clone(),
+            cluster: self.ctx.cluster.clone(),
         });
     }
 

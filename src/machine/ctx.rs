@@ -99,6 +99,15 @@ pub(super) struct Ctx {
     /// The ServiceAccount was found to exist before `valuesFrom` was read (SPEC §27), so
     /// step 12 needs no second check.
     pub sa_checked: bool,
+    /// The remote cluster the release's objects live in (SPEC §31); `None`: this one.
+    pub cluster: Option<crate::remote::RemoteCluster>,
+    /// The kubeconfig was read (or there is none) in this attempt.
+    pub cluster_read: bool,
+    /// The persisted inventory is in another cluster than the current one: it is left
+    /// there, this attempt applies as if nothing were applied yet.
+    pub moved: bool,
+    /// What `status.leftBehind` records once the new cluster's apply succeeds.
+    pub left_behind: Option<crate::api::LeftBehind>,
 }
 
 fn parse_or(s: Option<&str>, default: Duration) -> Duration {
@@ -204,6 +213,9 @@ impl Ctx {
     }
 
     pub(super) fn persisted_entries(&self) -> &[InventoryEntry] {
+        if self.moved {
+            return &[];
+        }
         self.persisted
             .inventory
             .as_ref()
@@ -220,7 +232,7 @@ impl Ctx {
             (p.last_applied_render_digest.as_str(), &self.digests.render),
             (inv, &self.digests.inventory),
         ];
-        pairs.iter().all(|(old, new)| !old.is_empty() && old == new)
+        !self.moved && pairs.iter().all(|(old, new)| !old.is_empty() && old == new)
     }
 }
 

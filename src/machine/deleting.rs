@@ -1,6 +1,7 @@
 //! The deletion path (SPEC §12).
 
 use crate::api::DeletionPolicy;
+use crate::config::AllowOperatorIdentity;
 use crate::constants::FINALIZER;
 use crate::deletion::{self, Plan};
 use crate::effect::{Effect, EventType};
@@ -14,13 +15,35 @@ use super::{After, Attempt, Phase};
 impl Attempt {
     pub(super) fn deletion_start(&mut self) {
         self.ctx.step = "deletion";
-        let count = self.ctx.persisted_entries().len();
-        match deletion::plan(
+        // SPEC §31: in a remote cluster, no ServiceAccount means the kubeconfig's identity.
+        let remote = self.ctx.common.kube_config.is_some();
+        let allow = if remote {
+            AllowOperatorIdentity::Cluster
+        } else {
+            self.cfg.allow_operator_identity
+        };
+        let count = self
+            .ctx
+            .persisted
+            .inventory
+            .as_ref()
+            .map_or(0, |i| i.entries.len());
+        let plan = deletion::plan(
             deletion::deletes(self.ctx.common.deletion_policy, self.ctx.common.prune),
             count,
             self.ctx.service_account.as_deref(),
-            self.cfg.allow_operator_identity,
-        ) {
+            allow,
+        );
+        if plan == Plan::RemoveFinalizer {
+            return self.remove_finalizer();
+        }
+        if !self.ctx.cluster_read {
+            return self.cluster_step(super::cluster::ClusterNext::Deletion);
+        }
+        if self.ctx.moved {
+            return self.deletion_elsewhere();
+        }
+        match plan {
             Plan::RemoveFinalizer => self.remove_finalizer(),
             Plan::ServiceAccountMissing => self.deletion_sa_missing(),
             Plan::CheckServiceAccount(sa) => {
@@ -28,10 +51,33 @@ impl Attempt {
                 self.out.push(Effect::CheckServiceAccount {
                     namespace: self.ctx.key.namespace.clone(),
                     name: sa,
+                    cluster: self.ctx.cluster.clone(),
                 });
             }
             Plan::Prune => self.prune_everything(),
         }
+    }
+
+    /// SPEC §31: the release is deleted while its kubeconfig points at another cluster
+    /// than the one holding its objects. Deleting there would touch objects of the same
+    /// names that are not ours; they are left, and the event says where.
+    fn deletion_elsewhere(&mut self) {
+        if let Some(left) = &self.ctx.left_behind {
+            let from = if left.cluster.is_empty() {
+                "the operator's cluster".to_string()
+            } else {
+                left.cluster.clone()
+            };
+            let note = format!(
+                "release deleted while its kubeconfig points at another cluster; its {} \
+                 objects in {from} were left there",
+                left.count
+            );
+            self.event(EventType::Warning, Reason::ClusterChanged, &note);
+        }
+        let mut s = self.ctx.persisted.clone();
+        s.inventory = None;
+        self.commit(s, After::RemoveFinalizer);
     }
 
     fn prune_everything(&mut self) {
@@ -59,16 +105,22 @@ impl Attempt {
         let ns = self.ctx.key.namespace.clone();
         let count = self.ctx.persisted_entries().len();
         if deletion::orphan_requested(self.ctx.orphan_annotation.as_deref()) {
-            let note = deletion::orphaned_message(count, sa.as_deref());
-            self.event(EventType::Warning, Reason::OrphanedOnDeletion, &note);
-            let mut s = self.ctx.persisted.clone();
-            s.inventory = None;
-            return self.commit(s, After::RemoveFinalizer);
+            return self.orphan_on_deletion();
         }
         self.fail(Failure::stalled(
             Reason::DeletionSAMissing,
             deletion::sa_missing_message(&ns, sa.as_deref(), count),
         ));
+    }
+
+    /// SPEC §12: the orphan annotation lets the release go, its objects left in place.
+    pub(super) fn orphan_on_deletion(&mut self) {
+        let count = self.ctx.persisted_entries().len();
+        let note = deletion::orphaned_message(count, self.ctx.service_account.as_deref());
+        self.event(EventType::Warning, Reason::OrphanedOnDeletion, &note);
+        let mut s = self.ctx.persisted.clone();
+        s.inventory = None;
+        self.commit(s, After::RemoveFinalizer)
     }
 
     /// Everything owned is deleted: with `WaitForTermination`, wait until it is gone (held
@@ -88,6 +140,7 @@ impl Attempt {
             self.out.push(Effect::AwaitTermination {
                 targets: waiting,
                 identity: self.ctx.identity.clone(),
+                cluster: self.ctx.cluster.clone(),
                 until: self.deadline,
             });
             return;

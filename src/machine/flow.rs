@@ -313,6 +313,11 @@ impl Attempt {
         self.ctx.digests.inventory = digest::inventory(&self.ctx.entries);
         self.ctx.stale = inventory::stale(self.ctx.persisted_entries(), &self.ctx.entries);
         self.ctx.desired = objects;
+        self.cluster_step(super::cluster::ClusterNext::Reconcile);
+    }
+
+    /// SPEC §3 step 12, once the cluster is known.
+    pub(super) fn impersonation_step(&mut self) {
         self.ctx.step = "impersonation";
         match self.ctx.service_account.clone() {
             Some(_) if self.ctx.sa_checked => self.drift_step(),
@@ -321,8 +326,13 @@ impl Attempt {
                 self.out.push(Effect::CheckServiceAccount {
                     namespace: self.ctx.key.namespace.clone(),
                     name: sa,
+                    cluster: self.ctx.cluster.clone(),
                 });
             }
+            // SPEC §31: without a ServiceAccount a remote cluster is written with the
+            // kubeconfig's own identity, its owner's choice; §15's confinement is for this
+            // cluster's operator identity.
+            None if self.ctx.cluster.is_some() => self.drift_step(),
             None => match impersonation::check_operator_identity(
                 self.cfg.allow_operator_identity,
                 &self.ctx.key.namespace,

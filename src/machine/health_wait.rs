@@ -99,6 +99,7 @@ impl Attempt {
         self.out.push(Effect::AssessHealth {
             targets,
             identity: self.ctx.identity.clone(),
+            cluster: self.ctx.cluster.clone(),
         });
     }
 
@@ -128,6 +129,7 @@ impl Attempt {
                 self.out.push(Effect::AssessHealth {
                     targets: again,
                     identity: self.ctx.identity.clone(),
+                    cluster: self.ctx.cluster.clone(),
                 });
                 return;
             }
@@ -241,10 +243,20 @@ impl Attempt {
         s.last_applied_source_digest = d.source.clone();
         s.last_applied_config_digest = d.config.clone();
         s.last_applied_render_digest = d.render.clone();
-        s.inventory = Some(inventory::next(
+        let mut inv = inventory::next(
             self.ctx.persisted.inventory.as_ref(),
             self.ctx.entries.clone(),
-        ));
+        );
+        inv.cluster = self
+            .ctx
+            .cluster
+            .as_ref()
+            .map(|c| c.server.clone())
+            .unwrap_or_default();
+        s.inventory = Some(inv);
+        if let Some(left) = &self.ctx.left_behind {
+            s.left_behind = Some(left.clone());
+        }
     }
 
     /// Waiting for health (SPEC §4): `Ready=Unknown/Progressing`, `Healthy` likewise.

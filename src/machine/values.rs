@@ -18,9 +18,11 @@ impl Attempt {
         match self.ctx.service_account.clone() {
             Some(sa) => {
                 self.phase = Phase::CheckingServiceAccountForValues;
+                // `valuesFrom` is read in this cluster, whatever the kubeconfig (SPEC §31).
                 self.out.push(Effect::CheckServiceAccount {
                     namespace: self.ctx.key.namespace.clone(),
                     name: sa,
+                    cluster: None,
                 });
             }
             None if self.cfg.allow_operator_identity == AllowOperatorIdentity::Off => {

@@ -165,6 +165,26 @@ pub enum WorldEvent {
     /// attempt on, keeping their objects.
     #[serde(alias = "platformDelete")]
     DeletePlatform,
+    /// A kubeconfig Secret `namespace/name` is created or changed to point at `server`, a
+    /// remote cluster (created empty the first time it is named) (SPEC §31).
+    SetKubeConfig {
+        /// The Secret's namespace, the releases' own.
+        namespace: String,
+        /// The Secret's name, as `spec.kubeConfig.secretRef.name` names it.
+        name: String,
+        /// The server URL of the cluster it points at.
+        server: String,
+    },
+    /// The remote cluster `server` is cut off: every request to it fails as unreachable.
+    Partition {
+        /// The cluster's server URL.
+        server: String,
+    },
+    /// The partition of `server` ends.
+    Heal {
+        /// The cluster's server URL.
+        server: String,
+    },
 }
 
 impl World {
@@ -248,6 +268,13 @@ impl World {
             WorldEvent::DeletePlatform => {
                 self.delete_platform();
             }
+            WorldEvent::SetKubeConfig {
+                namespace,
+                name,
+                server,
+            } => self.set_kubeconfig(namespace, name, server),
+            WorldEvent::Partition { server } => self.set_partition(&server, true),
+            WorldEvent::Heal { server } => self.set_partition(&server, false),
             WorldEvent::OperatorRestart => {
                 self.metrics = Default::default();
                 let keys: Vec<ReleaseKey> = self.releases.keys().cloned().collect();

@@ -209,6 +209,22 @@ impl World {
         effect: &Effect,
         fault: Option<FaultError>,
     ) -> InputKind {
+        // SPEC §31: an object effect for a remote cluster runs against that cluster's store.
+        if let Some(cluster) = effect.cluster().cloned() {
+            return self.in_cluster(&cluster, |w, unreachable| {
+                let fault = unreachable.map(FaultError::api).or(fault);
+                w.perform_here(key, effect, fault)
+            });
+        }
+        self.perform_here(key, effect, fault)
+    }
+
+    fn perform_here(
+        &mut self,
+        key: &ReleaseKey,
+        effect: &Effect,
+        fault: Option<FaultError>,
+    ) -> InputKind {
         let api_err = fault.as_ref().and_then(FaultError::as_api);
         match effect {
             Effect::AddFinalizer { finalizer } => InputKind::FinalizerAdded {
@@ -250,7 +266,9 @@ impl World {
                     None => self.render(key, request),
                 },
             },
-            Effect::CheckServiceAccount { namespace, name } => InputKind::ServiceAccountChecked {
+            Effect::CheckServiceAccount {
+                namespace, name, ..
+            } => InputKind::ServiceAccountChecked {
                 result: match api_err {
                     Some(e) => Err(e),
                     None => Ok(self.rbac.account_exists(namespace, name)),
@@ -260,6 +278,7 @@ impl World {
                 objects,
                 field_manager,
                 identity,
+                ..
             } => {
                 let mut report = DriftReport::default();
                 for (i, o) in objects.iter().enumerate() {
@@ -285,6 +304,7 @@ impl World {
                 field_manager,
                 force,
                 identity,
+                ..
             } => {
                 let mut report = ApplyReport::default();
                 let mut injected = api_err;
@@ -324,15 +344,20 @@ impl World {
                 }
                 InputKind::Applied { report }
             }
-            Effect::InspectOwners { targets, identity } => InputKind::OwnersInspected {
+            Effect::InspectOwners {
+                targets, identity, ..
+            } => InputKind::OwnersInspected {
                 objects: self.inspect(targets, identity.as_ref(), api_err.as_ref()),
             },
-            Effect::InspectStale { targets, identity } => InputKind::StaleInspected {
+            Effect::InspectStale {
+                targets, identity, ..
+            } => InputKind::StaleInspected {
                 objects: self.inspect(targets, identity.as_ref(), api_err.as_ref()),
             },
             Effect::Prune {
                 deletions,
                 identity,
+                ..
             } => {
                 let mut results = Vec::with_capacity(deletions.len());
                 for (i, d) in deletions.iter().enumerate() {
@@ -424,9 +449,20 @@ impl World {
                 }
             }
             // Answered before `perform` is called.
-            Effect::AssessHealth { targets, identity } => {
-                self.read_health(targets, identity.as_ref(), api_err)
-            }
+            Effect::ReadKubeConfig {
+                namespace,
+                name,
+                key: secret_key,
+                ..
+            } => InputKind::KubeConfigRead {
+                result: match api_err {
+                    Some(error) => Err(crate::remote::KubeConfigError::Api { error }),
+                    None => self.read_kubeconfig(namespace, name, secret_key.as_deref()),
+                },
+            },
+            Effect::AssessHealth {
+                targets, identity, ..
+            } => self.read_health(targets, identity.as_ref(), api_err),
             Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
                 unreachable!("fire-and-forget effects have no result")
             }

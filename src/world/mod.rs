@@ -29,6 +29,7 @@
 //!   from YAML or JSON; [`WorldEvent`] is the serde form of each scheduled change.
 
 mod catalog;
+mod clusters;
 mod driver;
 mod events;
 mod executor;
@@ -151,6 +152,8 @@ pub struct World {
     max_steps: usize,
     /// State of the attempt being executed.
     current: executor::Current,
+    /// Remote clusters and the kubeconfig Secrets naming them (SPEC §31).
+    clusters: clusters::Clusters,
     /// Simulated rollouts by object name (SPEC §26); absent = healthy once applied.
     rollouts: BTreeMap<String, health::SimRollout>,
     /// Last apply of each object: its rollout's start (looked up, never walked).
@@ -204,6 +207,7 @@ impl World {
             jitter: false,
             max_steps: 256,
             current: executor::Current::default(),
+            clusters: Default::default(),
             rollouts: BTreeMap::new(),
             applied_at: Default::default(),
             epoch: 0,

@@ -52,6 +52,7 @@ fn cm(name: &str, data: &str) -> DesiredObject {
 
 fn apply(objs: Vec<DesiredObject>, identity: Option<crate::effect::Impersonation>) -> Effect {
     Effect::Apply {
+        cluster: None,
         stages: vec![ApplyStage {
             stage: 3,
             objects: objs,
@@ -101,6 +102,7 @@ fn apply_fault_fails_first_object_and_stops_after_the_stage() {
     w.add_fault(Fault::always(EffectKind::Apply, FaultError::unavailable()).times(1))
         .unwrap();
     let e = Effect::Apply {
+        cluster: None,
         stages: vec![
             ApplyStage {
                 stage: 1,
@@ -143,6 +145,7 @@ fn impersonated_apply_and_prune_follow_rbac() {
     );
     let live = w.object(&cm("a", "1").id).unwrap().clone();
     let prune = Effect::Prune {
+        cluster: None,
         deletions: vec![Deletion {
             id: live.id.clone(),
             uid: live.uid.clone(),
@@ -158,6 +161,7 @@ fn impersonated_apply_and_prune_follow_rbac() {
     }
     // As the operator, with a stale uid: a conflict, and nothing deleted.
     let stale = Effect::Prune {
+        cluster: None,
         deletions: vec![Deletion {
             id: live.id.clone(),
             uid: "old".into(),
@@ -179,6 +183,7 @@ fn stale_inspection_reports_uid_labels_or_absence() {
     let (mut w, key) = world();
     w.execute(&key, &apply(vec![cm("a", "1")], None));
     let e = Effect::InspectStale {
+        cluster: None,
         targets: vec![cm("a", "1").id, cm("gone", "1").id],
         identity: None,
     };
@@ -201,6 +206,7 @@ fn drift_check_sees_tampering() {
     let (mut w, key) = world();
     w.execute(&key, &apply(vec![cm("a", "1")], None));
     let check = Effect::CheckDrift {
+        cluster: None,
         objects: vec![cm("a", "1")],
         field_manager: "opm-controller".into(),
         identity: None,
@@ -299,6 +305,7 @@ fn delay_fault_moves_the_clock_and_overrun_is_a_timeout() {
     .unwrap();
     w.current.deadline = Some(t(300));
     let e = Effect::CheckServiceAccount {
+        cluster: None,
         namespace: "demo".into(),
         name: "x".into(),
     };
@@ -480,6 +487,7 @@ fn a_second_release_of_a_fixed_name_object_is_refused_every_time() {
     // Orphaning (prune: disabled) removes the release labels and keeps the object.
     let uid = w.object(&id).unwrap().uid.clone();
     let orphan = Effect::Prune {
+        cluster: None,
         deletions: vec![Deletion {
             id: id.clone(),
             uid,

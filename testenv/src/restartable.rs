@@ -71,6 +71,32 @@ impl RestartableApiServer {
         &self.kubeconfig
     }
 
+    /// The server's URL (`https://127.0.0.1:<port>`), the same across restarts.
+    pub fn server_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// The kubeconfig with the client certificate and key inline (`client-certificate-data`,
+    /// `client-key-data`), as a remote cluster's kubeconfig Secret holds it: nothing in it
+    /// names a file.
+    pub fn inline_kubeconfig(&self) -> Result<String> {
+        let auth = self.data.join("chaos-auth");
+        let b64 = |file: &str| -> Result<String> {
+            let out = Command::new("openssl")
+                .args(["base64", "-A", "-in"])
+                .arg(auth.join(file))
+                .output()
+                .map_err(|e| Error::io("run openssl base64", e))?;
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        };
+        Ok(format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: remote\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: remote-admin\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: remote\n  context:\n    cluster: remote\n    user: remote-admin\ncurrent-context: remote\n",
+            self.server_url(),
+            b64("admin.crt")?,
+            b64("admin.key")?
+        ))
+    }
+
     /// Client configuration read from [`Self::kubeconfig_path`].
     pub async fn config(&self) -> Result<Config> {
         let kc = Kubeconfig::read_from(&self.kubeconfig)

@@ -131,6 +131,8 @@ pub struct Canned {
     pub health: BTreeMap<String, Result<Option<Value>, ApiError>>,
     /// Pods listed for a workload, by its name.
     pub pods: BTreeMap<String, Vec<Value>>,
+    /// The kubeconfig Secret's read (SPEC §31); default: missing.
+    pub kube_config: Result<opm_core::remote::KubeConfigFacts, opm_core::remote::KubeConfigError>,
 }
 
 /// A canned live object with the status its controller writes once it has rolled out.
@@ -191,6 +193,7 @@ impl Default for Canned {
             slow: None,
             health: BTreeMap::new(),
             pods: BTreeMap::new(),
+            kube_config: Err(opm_core::remote::KubeConfigError::SecretNotFound),
             values: BTreeMap::new(),
             credentials: Ok(opm_core::values_from::CredentialsContent::Found {
                 digest: opm_core::digest::sha256(b"{}"),
@@ -334,6 +337,9 @@ impl Canned {
                     .map(|d| d.id.clone())
                     .collect(),
                 error: None,
+            },
+            Effect::ReadKubeConfig { .. } => InputKind::KubeConfigRead {
+                result: self.kube_config.clone(),
             },
             other => panic!("not awaited: {other:?}"),
         }

@@ -61,6 +61,8 @@ fn run_args(ns: &str, registry: &CueRegistry, cache: &Path) -> RunArgs {
         max_render_objects: opm_core::config::DEFAULT_MAX_RENDER_OBJECTS,
         max_render_bytes: opm_core::config::DEFAULT_MAX_RENDER_BYTES,
         max_values_bytes: opm_core::config::DEFAULT_MAX_VALUES_BYTES,
+        allow_insecure_kubeconfig: false,
+        max_kubeconfig_bytes: opm_core::config::DEFAULT_MAX_KUBECONFIG_BYTES,
         max_concurrent_renders: opm_operator::cue::render::DEFAULT_MAX_CONCURRENT_RENDERS as u64,
         max_render_batch: opm_operator::cue::render::DEFAULT_MAX_BATCH as u64,
         render_memory_limit: opm_operator::cue::render::DEFAULT_RENDER_MEMORY_LIMIT,

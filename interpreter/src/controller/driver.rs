@@ -136,6 +136,14 @@ async fn observe(
         rt.unpersisted.overlay(key, obj);
         rt.metrics.observe_release(key, obj);
     }
+    // A release gone, or applying to this cluster again, lets go of its remote connection
+    // (closed once no release uses it, SPEC §31).
+    if object
+        .as_ref()
+        .is_none_or(|o| o.common().kube_config.is_none())
+    {
+        rt.clusters.released(key);
+    }
     let seen = Seen {
         counted: object
             .as_ref()
@@ -202,6 +210,7 @@ async fn drive(
         tracing::debug!(effect = ?last.kind(), "executing");
         let mut cx = Cx {
             rt,
+            conn: None,
             key,
             secrets: &mut secrets,
             known: seen.known.as_ref(),
@@ -287,6 +296,7 @@ fn finish(
     if triggers::forgets_series(!seen.gone, reason) {
         rt.metrics.forget(key);
         rt.observed.forget(key);
+        rt.clusters.released(key);
     }
     rt.unpersisted.record(key, reason, seen.counted, seen.gone);
     Finished {
@@ -297,8 +307,34 @@ fn finish(
     }
 }
 
-/// Runs one awaited effect within `cx.bound`: one line per effect kind.
+/// Runs one awaited effect in the cluster it names (SPEC §31).
 async fn execute(cx: &mut Cx<'_>, effect: &Effect) -> InputKind {
+    let Some(cluster) = effect.cluster() else {
+        return execute_here(cx, effect).await;
+    };
+    let conn = match cx.rt.clusters.connect(cx.key, cluster, &cx.rt.watch).await {
+        Ok(c) => c,
+        Err(e) => {
+            let e = opm_core::ApiError::Unreachable {
+                message: e.to_string(),
+            };
+            if let Some(answer) = effects::failed_for(effect, &e) {
+                return answer;
+            }
+            return execute_here(cx, effect).await;
+        }
+    };
+    cx.conn = Some(conn.clone());
+    let mut answer = execute_here(cx, effect).await;
+    if conn.transport_failed() {
+        effects::unreachable_errors(&mut answer);
+    }
+    cx.rt.clusters.refresh_gauges();
+    answer
+}
+
+/// Runs one awaited effect within `cx.bound`: one line per effect kind.
+async fn execute_here(cx: &mut Cx<'_>, effect: &Effect) -> InputKind {
     use effects::*;
     match effect {
         Effect::AddFinalizer { finalizer } => finalizer::add(cx, finalizer).await,
@@ -309,32 +345,35 @@ async fn execute(cx: &mut Cx<'_>, effect: &Effect) -> InputKind {
         Effect::ResolveSource { source } => source::run(cx, source).await,
         Effect::FetchArtifact { url, digest, .. } => fetch::run(cx, url, digest).await,
         Effect::Render { request } => render::run(cx, request).await,
-        Effect::CheckServiceAccount { namespace, name } => {
-            service_account::run(cx, namespace, name).await
-        }
+        Effect::CheckServiceAccount {
+            namespace, name, ..
+        } => service_account::run(cx, namespace, name).await,
         Effect::CheckDrift {
             objects,
             field_manager,
             identity,
+            ..
         } => drift::run(cx, objects, field_manager, identity.as_ref()).await,
         Effect::Apply {
             stages,
             field_manager,
             force,
             identity,
+            ..
         } => apply::run(cx, stages, field_manager, *force, identity.as_ref()).await,
-        Effect::InspectOwners { targets, identity } => {
-            owners::run(cx, targets, identity.as_ref()).await
-        }
-        Effect::AssessHealth { targets, identity } => {
-            health::run(cx, targets, identity.as_ref()).await
-        }
-        Effect::InspectStale { targets, identity } => {
-            prune::inspect(cx, targets, identity.as_ref()).await
-        }
+        Effect::InspectOwners {
+            targets, identity, ..
+        } => owners::run(cx, targets, identity.as_ref()).await,
+        Effect::AssessHealth {
+            targets, identity, ..
+        } => health::run(cx, targets, identity.as_ref()).await,
+        Effect::InspectStale {
+            targets, identity, ..
+        } => prune::inspect(cx, targets, identity.as_ref()).await,
         Effect::Prune {
             deletions,
             identity,
+            ..
         } => prune::delete(cx, deletions, identity.as_ref()).await,
         Effect::AwaitTermination {
             targets, identity, ..
@@ -354,6 +393,20 @@ async fn execute(cx: &mut Cx<'_>, effect: &Effect) -> InputKind {
                 identity.as_ref(),
             )
             .await
+        }
+        Effect::ReadKubeConfig {
+            namespace,
+            name,
+            key,
+            max_bytes,
+        } => {
+            let req = kube_config::Request {
+                namespace,
+                name,
+                key: key.as_deref(),
+                max_bytes: *max_bytes,
+            };
+            kube_config::run(cx, req).await
         }
         Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
             unreachable!("fire-and-forget and Done effects are never executed as awaited")

@@ -9,6 +9,7 @@ pub mod controller;
 mod dependents;
 pub mod driver;
 pub(crate) mod jitter;
+mod kubeconfig_watch;
 mod panics;
 mod platform;
 mod queue;

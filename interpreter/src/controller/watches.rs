@@ -27,6 +27,8 @@ pub(super) async fn spawn(ctx: &Arc<Ctx>) -> Vec<JoinHandle<()>> {
     let mut tasks = vec![
         tokio::spawn(watch_service_accounts(ctx.clone())),
         tokio::spawn(watch_managed_objects(ctx.clone())),
+        // SPEC §31: kubeconfig Secrets re-trigger the releases naming them.
+        tokio::spawn(super::kubeconfig_watch::run(ctx.clone())),
         // SPEC §30: the Platform's status, and the OPM releases it re-triggers.
         tokio::spawn(super::platform::run(ctx.clone())),
         // SPEC §27: referenced ConfigMaps and Secrets re-trigger their releases.

@@ -5,7 +5,7 @@ use opm_core::effect::{ApplyStage, EffectKind, Impersonation};
 use opm_core::input::{AppliedObject, ApplyReport};
 use opm_core::{ApiError, InputKind};
 
-use super::{Cx, deadline_error, identity_name, within};
+use super::{Cx, On, deadline_error, identity_name, within};
 use crate::steps::apply::{self as ssa, ApplyCtx};
 
 /// The request as the core wrote it.
@@ -33,18 +33,19 @@ pub(crate) async fn run(
 }
 
 async fn apply(cx: &mut Cx<'_>, req: Request<'_>) -> InputKind {
-    let rt = cx.rt;
-    let mut report = match rt.clients.for_identity(req.identity) {
+    let conn = cx.conn.clone();
+    let on = On::of(cx.rt, conn.as_deref());
+    let mut report = match on.clients.for_identity(req.identity) {
         Ok(client) => {
             let ctx = ApplyCtx {
                 client,
-                operator: rt.clients.operator(),
-                resolver: &rt.resolver,
+                operator: on.clients.operator(),
+                resolver: on.resolver,
                 secrets: cx.secrets,
                 field_manager: req.field_manager,
                 force: req.force,
-                live: &rt.live,
-                watch: &rt.watch,
+                live: on.live,
+                watch: on.watch,
                 identity: identity_name(req.identity),
             };
             ssa::apply(&ctx, req.stages).await

@@ -6,7 +6,7 @@ use opm_core::input::{DriftReport, ObjectResult};
 use opm_core::object::DesiredObject;
 use opm_core::{ApiError, InputKind};
 
-use super::{Cx, deadline_error, identity_name, within};
+use super::{Cx, On, deadline_error, identity_name, within};
 use crate::steps::drift::{self as check, DriftCtx};
 
 pub(crate) async fn run(
@@ -29,14 +29,16 @@ async fn drift(
     identity: Option<&Impersonation>,
 ) -> InputKind {
     let rt = cx.rt;
-    let mut report = match rt.clients.for_identity(identity) {
+    let conn = cx.conn.clone();
+    let on = On::of(rt, conn.as_deref());
+    let mut report = match on.clients.for_identity(identity) {
         Ok(client) => {
             let ctx = DriftCtx {
                 client,
-                resolver: &rt.resolver,
+                resolver: on.resolver,
                 secrets: cx.secrets,
-                live: &rt.live,
-                watch: &rt.watch,
+                live: on.live,
+                watch: on.watch,
                 stats: &rt.drift_stats,
                 field_manager,
                 identity: identity_name(identity),

@@ -5,14 +5,14 @@ use opm_core::effect::{EffectKind, HealthTarget, Impersonation};
 use opm_core::input::HealthObject;
 use opm_core::{ApiError, InputKind};
 
-use super::{Cx, deadline_error, with_client};
+use super::{Cx, On, deadline_error, with_client};
 
 pub(crate) async fn run(
     cx: &mut Cx<'_>,
     targets: &[HealthTarget],
     identity: Option<&Impersonation>,
 ) -> InputKind {
-    let rt = cx.rt;
+    let on = On::of(cx.rt, cx.conn.as_deref());
     let reader = identity.map(|i| i.user.clone()).unwrap_or_default();
     let reader = reader.as_str();
     with_client(
@@ -20,9 +20,9 @@ pub(crate) async fn run(
         identity,
         |client| {
             let at = crate::steps::health_read::Readers {
-                resolver: &rt.resolver,
-                watch: &rt.watch,
-                cache: &rt.health_reads,
+                resolver: on.resolver,
+                watch: on.watch,
+                cache: on.health_reads,
                 reader,
             };
             crate::steps::health_read::read(client, at, targets)

@@ -4,18 +4,18 @@
 use opm_core::effect::{EffectKind, Impersonation};
 use opm_core::{InputKind, ResourceId};
 
-use super::{Cx, deadline_error, failed_reads, with_client};
+use super::{Cx, On, deadline_error, failed_reads, with_client};
 
 pub(crate) async fn run(
     cx: &mut Cx<'_>,
     targets: &[ResourceId],
     identity: Option<&Impersonation>,
 ) -> InputKind {
-    let rt = cx.rt;
+    let on = On::of(cx.rt, cx.conn.as_deref());
     with_client(
         cx,
         identity,
-        |client| crate::steps::owners::inspect(client, &rt.resolver, Some(&rt.watch), targets),
+        |client| crate::steps::owners::inspect(client, on.resolver, Some(on.watch), targets),
         |e| failed_reads(targets, e),
         |objects| InputKind::OwnersInspected { objects },
         || timed_out(targets),

@@ -5,7 +5,7 @@ use opm_core::effect::{Deletion, EffectKind, Impersonation};
 use opm_core::input::ObjectResult;
 use opm_core::{ApiError, InputKind, ResourceId};
 
-use super::{Cx, deadline_error, failed_reads, with_client};
+use super::{Cx, On, deadline_error, failed_reads, with_client};
 
 /// GETs each target and reports its uid and labels.
 pub(crate) async fn inspect(
@@ -13,11 +13,11 @@ pub(crate) async fn inspect(
     targets: &[ResourceId],
     identity: Option<&Impersonation>,
 ) -> InputKind {
-    let rt = cx.rt;
+    let on = On::of(cx.rt, cx.conn.as_deref());
     with_client(
         cx,
         identity,
-        |client| crate::steps::prune::inspect(client, &rt.resolver, targets),
+        |client| crate::steps::prune::inspect(client, on.resolver, targets),
         |e| failed_reads(targets, e),
         |objects| InputKind::StaleInspected { objects },
         || timed_out_inspect(targets),
@@ -31,11 +31,11 @@ pub(crate) async fn delete(
     deletions: &[Deletion],
     identity: Option<&Impersonation>,
 ) -> InputKind {
-    let rt = cx.rt;
+    let on = On::of(cx.rt, cx.conn.as_deref());
     with_client(
         cx,
         identity,
-        |client| crate::steps::prune::delete(client, &rt.resolver, deletions),
+        |client| crate::steps::prune::delete(client, on.resolver, deletions),
         |e| failed_deletes(deletions, e),
         |results| InputKind::Pruned { results },
         || timed_out_delete(deletions),

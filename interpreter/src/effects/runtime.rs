@@ -57,6 +57,8 @@ pub struct Runtime {
     pub health_reads: crate::steps::health_read::HealthCache,
     /// What renders read of `valuesFrom` objects (SPEC §27): where the values watch opens.
     pub values_reads: crate::steps::values_from::ReadVersions,
+    /// Remote clusters, one connection per kubeconfig digest (SPEC §31).
+    pub clusters: crate::effects::clusters::Clusters,
 }
 
 impl Runtime {
@@ -91,7 +93,10 @@ impl Runtime {
             let w = w.clone();
             metrics.serve_webhook_stats(move || w.stats());
         }
+        let clusters =
+            crate::effects::clusters::Clusters::new(clients.limit(), metrics.clusters.clone());
         Arc::new(Self {
+            clusters,
             config,
             webhook,
             resolver: Resolver::new(operator.clone()),

@@ -7,7 +7,8 @@ use super::{Cx, deadline_error, within};
 
 pub(crate) async fn run(cx: &mut Cx<'_>, namespace: &str, name: &str) -> InputKind {
     let work = async {
-        let client = cx.rt.clients.operator();
+        // In a remote cluster, as the kubeconfig's identity (SPEC §31).
+        let client = super::On::of(cx.rt, cx.conn.as_deref()).clients.operator();
         InputKind::ServiceAccountChecked {
             result: crate::steps::service_account::exists(client, namespace, name).await,
         }

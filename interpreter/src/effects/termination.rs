@@ -6,7 +6,7 @@
 use opm_core::InputKind;
 use opm_core::effect::{Deletion, Impersonation};
 
-use super::{Cx, with_client};
+use super::{Cx, On, with_client};
 use crate::steps::termination::{MARGIN, await_gone};
 
 pub(crate) async fn run(
@@ -14,11 +14,12 @@ pub(crate) async fn run(
     targets: &[Deletion],
     identity: Option<&Impersonation>,
 ) -> InputKind {
-    let (rt, wait) = (cx.rt, cx.bound.saturating_sub(MARGIN));
+    let wait = cx.bound.saturating_sub(MARGIN);
+    let on = On::of(cx.rt, cx.conn.as_deref());
     with_client(
         cx,
         identity,
-        |client| await_gone(client, &rt.resolver, targets, wait),
+        |client| await_gone(client, on.resolver, targets, wait),
         |e| (ids(targets), Some(e)),
         |(remaining, error)| InputKind::TerminationAwaited { remaining, error },
         || timed_out(targets),

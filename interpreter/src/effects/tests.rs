@@ -29,6 +29,7 @@ fn timed_out(effect: &Effect) -> InputKind {
         Effect::ReadValues {
             refs, credentials, ..
         } => values::timed_out(refs, credentials.as_deref()),
+        Effect::ReadKubeConfig { .. } => kube_config::timed_out(),
         other => panic!("not awaited: {other:?}"),
     }
 }
@@ -64,6 +65,7 @@ fn every_awaited_effect() -> Vec<Effect> {
             {"kind": "Secret", "name": "v2"}], "credentials": "sha256:1", "identity": null},
         {"type": "assessHealth", "targets": [{"id": id("o1")}, {"id": id("o2"), "pods": true}],
             "identity": null},
+        {"type": "readKubeConfig", "namespace": "a", "name": "kc", "maxBytes": 65536},
     ]);
     serde_json::from_value(effects).expect("the sample effects parse")
 }
@@ -79,6 +81,9 @@ fn api_errors(answer: &InputKind) -> Vec<&ApiError> {
         | InputKind::StatusPatched { result } => errs(vec![result.as_ref().err()]),
         InputKind::DependenciesChecked { result } => errs(vec![result.as_ref().err()]),
         InputKind::ServiceAccountChecked { result } => errs(vec![result.as_ref().err()]),
+        InputKind::KubeConfigRead {
+            result: Err(opm_core::remote::KubeConfigError::Api { error }),
+        } => vec![error],
         InputKind::SourceResolved {
             result: Err(SourceError::Api { error }),
         } => vec![error],
@@ -170,4 +175,56 @@ fn a_timed_out_executor_answers_its_effect_and_fails_every_object() {
             }
         }
     }
+}
+
+/// SPEC §31: a remote cluster whose client cannot be built fails every object of each
+/// object effect as unreachable; after a request got no HTTP answer, the status-less
+/// errors of the answer become `Unreachable`, and answers from the server stay what they are.
+#[test]
+fn a_remote_cluster_that_cannot_be_reached_fails_every_object_as_unreachable() {
+    let down = ApiError::Unreachable {
+        message: "connection refused".into(),
+    };
+    let mut targeted = 0;
+    for effect in every_awaited_effect() {
+        let Some(answer) = failed_for(&effect, &down) else {
+            continue;
+        };
+        targeted += 1;
+        assert_eq!(Some(answer.name()), effect.answered_by());
+        assert_eq!(answer.unreachable(), Some(&down), "{effect:?}");
+    }
+    assert_eq!(targeted, 8, "every effect that can target a remote cluster");
+
+    let mut answer = InputKind::Pruned {
+        results: vec![
+            opm_core::input::ObjectResult {
+                id: serde_json::from_value(
+                    json!({"kind": "ConfigMap", "namespace": "a", "name": "x", "version": "v1"}),
+                )
+                .unwrap(),
+                result: Err(ApiError::Unavailable {
+                    message: "client error (Connect)".into(),
+                }),
+            },
+            opm_core::input::ObjectResult {
+                id: serde_json::from_value(
+                    json!({"kind": "ConfigMap", "namespace": "a", "name": "y", "version": "v1"}),
+                )
+                .unwrap(),
+                result: Err(ApiError::Forbidden {
+                    message: "no".into(),
+                }),
+            },
+        ],
+    };
+    unreachable_errors(&mut answer);
+    let InputKind::Pruned { results } = &answer else {
+        unreachable!()
+    };
+    assert!(matches!(
+        results[0].result,
+        Err(ApiError::Unreachable { .. })
+    ));
+    assert!(matches!(results[1].result, Err(ApiError::Forbidden { .. })));
 }

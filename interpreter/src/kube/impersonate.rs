@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use http::{Method, Request};
 use kube::client::{Body, ClientBuilder};
@@ -134,13 +134,43 @@ pub fn limited_client(
     counts: Arc<RequestCounts>,
     limit: Option<RateLimit>,
 ) -> Result<Client, kube::Error> {
+    flagged_client(config, counts, limit, None)
+}
+
+/// Clears `flag` on every HTTP answer, whatever its status.
+fn answered_by<T>(flag: Arc<AtomicBool>) -> impl Fn(T) -> T + Clone {
+    move |r| {
+        flag.store(false, Ordering::Relaxed);
+        r
+    }
+}
+
+/// Like [`limited_client`]; with `transport`, every request records there whether it got
+/// no HTTP answer at all (connection refused, reset, TLS failure): how a remote cluster
+/// that cannot be reached is told from one that answers with an error (SPEC §31).
+fn flagged_client(
+    config: Config,
+    counts: Arc<RequestCounts>,
+    limit: Option<RateLimit>,
+    transport: Option<Arc<AtomicBool>>,
+) -> Result<Client, kube::Error> {
     let layer = tower::util::MapRequestLayer::new(move |req: Request<Body>| {
         let dry_run = req.uri().query().is_some_and(|q| q.contains("dryRun=All"));
         let event = req.uri().path().starts_with("/apis/events.k8s.io/");
         counts.record(req.method(), dry_run, event);
         req
     });
-    let builder = ClientBuilder::try_from(config)?.with_layer(&layer);
+    let failed = transport.clone().unwrap_or_default();
+    let answered = transport.unwrap_or_default();
+    let on_err = tower::util::MapErrLayer::new(move |e: tower::BoxError| {
+        failed.store(true, Ordering::Relaxed);
+        e
+    });
+    let on_ok = tower::util::MapResponseLayer::new(answered_by(answered));
+    let builder = ClientBuilder::try_from(config)?
+        .with_layer(&on_err)
+        .with_layer(&on_ok)
+        .with_layer(&layer);
     Ok(match limit.and_then(|l| l.window()) {
         Some((n, per)) => builder
             .with_layer(&tower::limit::RateLimitLayer::new(n, per))
@@ -155,6 +185,8 @@ pub struct Clients {
     operator: Client,
     counts: Arc<RequestCounts>,
     limit: Option<RateLimit>,
+    /// Where transport failures are recorded (remote clusters only).
+    transport: Option<Arc<AtomicBool>>,
     by_identity: Mutex<HashMap<(String, String), Client>>,
 }
 
@@ -166,15 +198,38 @@ impl Clients {
 
     /// Clients whose requests are rate limited client-side.
     pub fn with_limit(config: Config, limit: Option<RateLimit>) -> Result<Self, kube::Error> {
+        Self::build(config, limit, None)
+    }
+
+    /// Clients of a remote cluster, recording transport failures in `transport`.
+    pub fn with_transport_flag(
+        config: Config,
+        limit: Option<RateLimit>,
+        transport: Arc<AtomicBool>,
+    ) -> Result<Self, kube::Error> {
+        Self::build(config, limit, Some(transport))
+    }
+
+    fn build(
+        config: Config,
+        limit: Option<RateLimit>,
+        transport: Option<Arc<AtomicBool>>,
+    ) -> Result<Self, kube::Error> {
         let counts = Arc::new(RequestCounts::default());
-        let operator = limited_client(config.clone(), counts.clone(), limit)?;
+        let operator = flagged_client(config.clone(), counts.clone(), limit, transport.clone())?;
         Ok(Self {
             config,
             operator,
             counts,
             limit,
+            transport,
             by_identity: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The client-side request limit these clients were built with.
+    pub fn limit(&self) -> Option<RateLimit> {
+        self.limit
     }
 
     /// The operator's own identity: reads of releases, sources, ServiceAccounts.
@@ -211,11 +266,15 @@ impl Clients {
         let mut config = self.config.clone();
         config.auth_info.impersonate = Some(id.user.clone());
         config.auth_info.impersonate_groups = None;
-        let client = limited_client(config, self.counts.clone(), self.limit).map_err(|e| {
-            ApiError::Other {
-                code: 0,
-                message: format!("building the impersonating client: {e}"),
-            }
+        let client = flagged_client(
+            config,
+            self.counts.clone(),
+            self.limit,
+            self.transport.clone(),
+        )
+        .map_err(|e| ApiError::Other {
+            code: 0,
+            message: format!("building the impersonating client: {e}"),
         })?;
         cache.insert(key, client.clone());
         Ok(client)

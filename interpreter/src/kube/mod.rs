@@ -7,6 +7,7 @@ pub(crate) mod compare;
 pub mod discovery;
 pub mod dynamic;
 pub mod impersonate;
+pub mod kubeconfig;
 pub(crate) mod live_cache;
 pub(crate) mod object_watch;
 pub(crate) mod observed;

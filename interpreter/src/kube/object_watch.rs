@@ -108,6 +108,9 @@ impl Listed {
 /// See the module documentation.
 pub struct ObjectWatch {
     client: Client,
+    /// The per-kind tasks, stopped when the watch is dropped (a remote cluster's watch
+    /// closes with its last release, SPEC §31).
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     /// By `(group, kind)`.
     kinds: Mutex<HashMap<(String, String), Arc<Kind>>>,
     /// Where changes of managed objects are announced (SPEC §26: a status change moves
@@ -131,8 +134,20 @@ impl ObjectWatch {
     pub fn new(client: Client) -> Self {
         Self {
             client,
+            tasks: Mutex::default(),
             kinds: Mutex::new(HashMap::new()),
             changes: Arc::default(),
+        }
+    }
+
+    /// A watch of another cluster through `client` whose changes are announced to this
+    /// watch's subscriber (a remote cluster's objects re-trigger their releases too).
+    pub fn sibling(&self, client: Client) -> Self {
+        Self {
+            client,
+            tasks: Mutex::default(),
+            kinds: Mutex::new(HashMap::new()),
+            changes: self.changes.clone(),
         }
     }
 
@@ -205,7 +220,11 @@ impl ObjectWatch {
         // Metadata only: a version per object is all that is kept.
         let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(self.client.clone(), resource);
         let what = format!("{}/{}", resource.api_version, resource.kind);
-        tokio::spawn(follow(api, kind, what, self.changes.clone()));
+        let task = tokio::spawn(follow(api, kind, what, self.changes.clone()));
+        self.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(task.abort_handle());
     }
 
     /// Number of kinds watched (or being started).
@@ -215,6 +234,19 @@ impl ObjectWatch {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<Kind>>> {
         self.kinds.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for ObjectWatch {
+    fn drop(&mut self) {
+        for t in self
+            .tasks
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            t.abort();
+        }
     }
 }
 

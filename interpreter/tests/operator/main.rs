@@ -26,6 +26,7 @@ mod redteam_ownership;
 mod redteam_render;
 mod redteam_tenancy;
 mod redteam_values;
+mod remote;
 mod security;
 #[path = "../support/mod.rs"]
 mod support;

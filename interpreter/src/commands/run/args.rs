@@ -88,6 +88,15 @@ pub struct RunArgs {
     /// `ValuesNotFound`.
     #[arg(long, default_value = "4Mi", value_parser = crate::commands::size_flag::parse_positive_size)]
     pub max_values_bytes: u64,
+    /// Let a remote cluster's kubeconfig run a command (`exec`, `auth-provider`) or name a
+    /// file on the operator's host (token, certificate and key paths). Off: such a
+    /// kubeconfig is refused with `InvalidKubeConfig` naming the field.
+    #[arg(long)]
+    pub allow_insecure_kubeconfig: bool,
+    /// Largest kubeconfig a release's `spec.kubeConfig` Secret may hold (`64Ki`); a larger
+    /// one is not parsed and the release stalls `InvalidKubeConfig`.
+    #[arg(long, default_value = "64Ki", value_parser = crate::commands::size_flag::parse_positive_size)]
+    pub max_kubeconfig_bytes: u64,
     /// `cue` runs at once; further renders queue.
     #[arg(long, default_value_t = crate::cue::render::DEFAULT_MAX_CONCURRENT_RENDERS as u64, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub max_concurrent_renders: u64,

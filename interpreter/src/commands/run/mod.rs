@@ -100,6 +100,8 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
         max_render_bytes: args.max_render_bytes,
         health_eval_timeout: args.health_eval_timeout,
         max_values_bytes: args.max_values_bytes,
+        allow_insecure_kubeconfig: args.allow_insecure_kubeconfig,
+        max_kubeconfig_bytes: args.max_kubeconfig_bytes,
     };
     let limit = RateLimit {
         qps: args.kube_api_qps,

@@ -461,6 +461,7 @@ impl SecretTable {
         | E::Conflict { message }
         | E::Invalid { message }
         | E::Unavailable { message }
+        | E::Unreachable { message }
         | E::TooManyRequests { message, .. }
         | E::Timeout { message }
         | E::Other { message, .. }) = e;

@@ -26,6 +26,9 @@ use prometheus_client::registry::Registry;
 
 pub(crate) use prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
+mod clusters;
+pub(crate) use clusters::ClusterGauges;
+
 /// Every outcome label, in the order of [`Series::reconcile`].
 const OUTCOMES: [Outcome; 6] = [
     Outcome::NoOp,
@@ -385,6 +388,8 @@ fn encode(
 /// The registry and every release's series.
 pub struct Metrics {
     registry: Registry,
+    /// Remote cluster series (SPEC §31).
+    pub clusters: Arc<ClusterGauges>,
     fleet: Fleet,
     webhook: Arc<OnceLock<WebhookStats>>,
     reconcile_bounds: Vec<f64>,
@@ -404,8 +409,11 @@ impl Default for Metrics {
         registry.register_collector(Box::new(WebhookCollector {
             source: webhook.clone(),
         }));
+        let clusters = Arc::new(ClusterGauges::default());
+        registry.register_collector(Box::new(clusters::ClusterCollector(clusters.clone())));
         Self {
             registry,
+            clusters,
             fleet,
             webhook,
             reconcile_bounds: RECONCILE_BUCKETS.bounds(),
@@ -530,6 +538,7 @@ impl Metrics {
     /// Removes every series of a deleted release, in every family.
     pub fn forget(&self, key: &ReleaseKey) {
         self.lock().remove(key);
+        self.clusters.set_release(key, None);
     }
 
     /// The value of one exposed sample (`name` as exposed, e.g. with `_total` or `_count`),
