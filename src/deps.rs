@@ -75,6 +75,7 @@ pub fn snapshot(obj: &ReleaseObject) -> ReleaseSnapshot {
         observed_generation: status.map(|s| s.observed_generation).unwrap_or_default(),
         ready,
         depends_on,
+        deleting: obj.meta().deletion_timestamp.is_some(),
         key,
     }
 }

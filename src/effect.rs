@@ -40,6 +40,13 @@ pub enum Effect {
         /// The release's `dependsOn`, defaults filled in, read even in other namespaces.
         refs: Vec<ReleaseKey>,
     },
+    /// List the releases of both kinds in every namespace (as the operator) and report
+    /// those with a `dependsOn`: the deleting `release` waits for the ones that depend on
+    /// it (SPEC §32). Awaited: `DependentsListed`.
+    ListDependents {
+        /// The release being deleted.
+        release: ReleaseKey,
+    },
     /// Read a Flux source (as the operator). Awaited: `SourceResolved`.
     ResolveSource {
         /// The Flux object named by `sourceRef`, with its namespace and API version settled.
@@ -217,6 +224,8 @@ pub enum EffectKind {
     CheckDependencies,
     /// The read of a Release's Flux source.
     ResolveSource,
+    /// The list of the releases that may depend on a deleting one.
+    ListDependents,
     /// The download of a Release's artifact.
     FetchArtifact,
     /// The `cue export` run.
@@ -252,7 +261,7 @@ pub enum EffectKind {
 impl EffectKind {
     /// Every kind the machine waits on (all but events, metrics and `Done`): the kinds a
     /// fault schedule can fail, so the fault bench checks it reached each of them.
-    pub const AWAITED: [EffectKind; 16] = [
+    pub const AWAITED: [EffectKind; 17] = [
         EffectKind::AddFinalizer,
         EffectKind::RemoveFinalizer,
         EffectKind::CheckDependencies,
@@ -269,6 +278,7 @@ impl EffectKind {
         EffectKind::AssessHealth,
         EffectKind::ReadValues,
         EffectKind::AwaitTermination,
+        EffectKind::ListDependents,
     ];
 }
 
@@ -279,6 +289,7 @@ impl Effect {
             Effect::AddFinalizer { .. } => EffectKind::AddFinalizer,
             Effect::RemoveFinalizer { .. } => EffectKind::RemoveFinalizer,
             Effect::CheckDependencies { .. } => EffectKind::CheckDependencies,
+            Effect::ListDependents { .. } => EffectKind::ListDependents,
             Effect::ResolveSource { .. } => EffectKind::ResolveSource,
             Effect::FetchArtifact { .. } => EffectKind::FetchArtifact,
             Effect::Render { .. } => EffectKind::Render,
@@ -304,6 +315,7 @@ impl Effect {
             Effect::AddFinalizer { .. } => "finalizerAdded",
             Effect::RemoveFinalizer { .. } => "finalizerRemoved",
             Effect::CheckDependencies { .. } => "dependenciesChecked",
+            Effect::ListDependents { .. } => "dependentsListed",
             Effect::ResolveSource { .. } => "sourceResolved",
             Effect::FetchArtifact { .. } => "artifactFetched",
             Effect::Render { .. } => "rendered",

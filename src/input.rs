@@ -76,6 +76,11 @@ pub enum InputKind {
         /// The releases found, or why listing them failed (a transient failure).
         result: Result<DependencyReport, ApiError>,
     },
+    /// Answer to `ListDependents`.
+    DependentsListed {
+        /// Every release that has a `dependsOn`, or why listing them failed (transient).
+        result: Result<DependencyReport, ApiError>,
+    },
     /// Answer to `ResolveSource`.
     SourceResolved {
         /// The artifact the source advertises, or why it cannot be used yet.
@@ -171,6 +176,7 @@ impl InputKind {
             InputKind::FinalizerAdded { .. } => "finalizerAdded",
             InputKind::FinalizerRemoved { .. } => "finalizerRemoved",
             InputKind::DependenciesChecked { .. } => "dependenciesChecked",
+            InputKind::DependentsListed { .. } => "dependentsListed",
             InputKind::SourceResolved { .. } => "sourceResolved",
             InputKind::ArtifactFetched { .. } => "artifactFetched",
             InputKind::Rendered { .. } => "rendered",
@@ -268,6 +274,10 @@ pub struct ReleaseSnapshot {
     /// Its own `dependsOn`, with namespace and kind defaults filled in.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<ReleaseKey>,
+    /// It has a `deletionTimestamp`: it is going, shown in the message of the releases
+    /// whose deletion waits for it (SPEC §32).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleting: bool,
 }
 
 /// Every release of both kinds in the release's namespace, plus each cross-namespace

@@ -80,6 +80,11 @@ enum Phase {
     ReadingValues,
     /// `deletionPolicy: WaitForTermination`: the deleted objects must be gone first.
     AwaitingTermination,
+    /// A deletion that would delete objects first looks for releases that depend on this
+    /// one (SPEC §32); `plan` is what it does once none blocks.
+    ListingDependents {
+        plan: crate::deletion::Plan,
+    },
 }
 
 /// What follows a successful status patch.
@@ -117,6 +122,7 @@ impl Phase {
             Phase::RemovingFinalizer => "finalizerRemoved",
             Phase::AssessingHealth { .. } => "healthRead",
             Phase::AwaitingTermination => "terminationAwaited",
+            Phase::ListingDependents { .. } => "dependentsListed",
             Phase::Finished => return None,
             Phase::CheckingServiceAccountForValues => "serviceAccountChecked",
             Phase::ReadingValues => "valuesRead",
@@ -284,6 +290,9 @@ impl Attempt {
             ) => self.on_values(values, credentials),
             (Phase::AwaitingTermination, I::TerminationAwaited { remaining, error }) => {
                 self.on_terminated(remaining, error)
+            }
+            (Phase::ListingDependents { plan }, I::DependentsListed { result }) => {
+                self.on_dependents(plan, result)
             }
             // `step` matched the input name against the phase, so this arm is never taken;
             // restoring the phase keeps the machine usable if that check ever changes.

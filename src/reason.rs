@@ -84,6 +84,8 @@ pub enum Reason {
     Recreated,
     /// `ModuleResolved=True` on a ModuleRelease (SPEC §3 step 10).
     Resolved,
+    /// A deleting release waits for the releases that depend on it to go first (SPEC §32).
+    DependentsExist,
     /// The caller broke the drain rule: an attempt started from anything but `Observed`.
     /// Only ever in `Done`, never in a condition or an event.
     InvalidInput,
@@ -91,7 +93,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in declaration order: for parsing and for tests that must see them all.
-    pub const ALL: [Reason; 37] = [
+    pub const ALL: [Reason; 38] = [
         Reason::Progressing,
         Reason::ReconciliationSucceeded,
         Reason::Suspended,
@@ -128,6 +130,7 @@ impl Reason {
         Reason::ValuesNotFound,
         Reason::Recreated,
         Reason::Resolved,
+        Reason::DependentsExist,
         Reason::InvalidInput,
     ];
 
@@ -170,6 +173,7 @@ impl Reason {
             Reason::ValuesNotFound => "ValuesNotFound",
             Reason::Recreated => "Recreated",
             Reason::Resolved => "Resolved",
+            Reason::DependentsExist => "DependentsExist",
             Reason::InvalidInput => "InvalidInput",
         }
     }
@@ -188,7 +192,7 @@ impl Reason {
             PruneFailed | Pruned | PruneSkipped => "Prune",
             DriftDetected => "DriftCheck",
             HealthCheckFailed => "Health",
-            DeletionSAMissing | OrphanedOnDeletion | Deleted => "Delete",
+            DeletionSAMissing | OrphanedOnDeletion | Deleted | DependentsExist => "Delete",
             Progressing
             | ReconciliationSucceeded
             | Suspended
@@ -261,7 +265,7 @@ mod tests {
 
     /// Every reason, its SPEC name and its event action. Written out by hand so that a
     /// renamed variant or a changed action fails here, not on a user's dashboard.
-    const SPEC: [(Reason, &str, &str); 37] = [
+    const SPEC: [(Reason, &str, &str); 38] = [
         (Reason::Progressing, "Progressing", "Reconcile"),
         (
             Reason::ReconciliationSucceeded,
@@ -310,6 +314,7 @@ mod tests {
         (Reason::ValuesNotFound, "ValuesNotFound", "Render"),
         (Reason::Recreated, "Recreated", "Apply"),
         (Reason::Resolved, "Resolved", "Reconcile"),
+        (Reason::DependentsExist, "DependentsExist", "Delete"),
         (Reason::InvalidInput, "InvalidInput", "Reconcile"),
     ];
 

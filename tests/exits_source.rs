@@ -31,6 +31,7 @@ fn snapshot(name: &str, ready: &str, gen_: i64, observed: i64) -> ReleaseSnapsho
         observed_generation: observed,
         ready: ready.into(),
         depends_on: vec![],
+        deleting: false,
     }
 }
 

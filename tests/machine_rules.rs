@@ -119,6 +119,7 @@ fn ready_dependencies_let_the_attempt_proceed() {
         observed_generation: 4,
         ready: "True".into(),
         depends_on: vec![],
+        deleting: false,
     };
     let canned = Canned {
         deps: Ok(DependencyReport {

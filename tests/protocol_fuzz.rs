@@ -80,6 +80,28 @@ fn respond(effect: &Effect, c: u8) -> InputKind {
                                 "True".into()
                             },
                             depends_on: vec![],
+                            deleting: false,
+                        })
+                        .collect(),
+                })
+            },
+        },
+        Effect::ListDependents { release } => InputKind::DependentsListed {
+            result: if err {
+                Err(api_error(c))
+            } else {
+                Ok(DependencyReport {
+                    releases: (0..c % 3)
+                        .map(|i| ReleaseSnapshot {
+                            key: opm_core::ReleaseKey {
+                                name: format!("dependent-{i}"),
+                                ..release.clone()
+                            },
+                            generation: 1,
+                            observed_generation: 1,
+                            ready: String::new(),
+                            depends_on: vec![release.clone()],
+                            deleting: c.is_multiple_of(2),
                         })
                         .collect(),
                 })

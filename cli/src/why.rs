@@ -72,7 +72,16 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
     let counter = status.failure_counters.reconcile;
     let stalled = is_true(&status, ct::STALLED);
 
-    let (state, summary) = if obj.meta().deletion_timestamp.is_some() {
+    let (state, summary) = if obj.meta().deletion_timestamp.is_some()
+        && reason == Reason::DependentsExist
+    {
+        (
+            "Deleting",
+            format!(
+                "is being deleted and keeps its objects until the releases that depend on it are gone ({reason}): {message}"
+            ),
+        )
+    } else if obj.meta().deletion_timestamp.is_some() {
         (
             "Deleting",
             format!(
@@ -176,6 +185,15 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
                 dep.display()
             ));
         }
+    }
+    if reason == Reason::DependentsExist {
+        triggers.push(
+            "each release that depends on it going away (deleted, its finalizer gone)".into(),
+        );
+        triggers.push(format!(
+            "the annotation {}: \"true\" (lets it go at once, its objects orphaned)",
+            opm_core::constants::ORPHAN_ANNOTATION
+        ));
     }
     if reason == Reason::HealthCheckFailed
         || reason == Reason::Progressing

@@ -23,6 +23,7 @@ fn snap(
         observed_generation: observed,
         ready: ready.into(),
         depends_on: deps,
+        deleting: false,
     }
 }
 

@@ -4,10 +4,11 @@ use crate::api::DeletionPolicy;
 use crate::constants::FINALIZER;
 use crate::deletion::{self, Plan};
 use crate::effect::{Effect, EventType};
-use crate::input::ApiError;
+use crate::input::{ApiError, DependencyReport};
 use crate::object::ResourceId;
 use crate::outcome::{Failure, Outcome};
 use crate::reason::Reason;
+use crate::teardown;
 
 use super::{After, Attempt, Phase};
 
@@ -15,12 +16,58 @@ impl Attempt {
     pub(super) fn deletion_start(&mut self) {
         self.ctx.step = "deletion";
         let count = self.ctx.persisted_entries().len();
-        match deletion::plan(
+        let plan = deletion::plan(
             deletion::deletes(self.ctx.common.deletion_policy, self.ctx.common.prune),
             count,
             self.ctx.service_account.as_deref(),
             self.cfg.allow_operator_identity,
-        ) {
+        );
+        if plan == Plan::RemoveFinalizer {
+            // Nothing of ours is deleted: dependents lose nothing by our going first.
+            return self.remove_finalizer();
+        }
+        self.phase = Phase::ListingDependents { plan };
+        self.out.push(Effect::ListDependents {
+            release: self.ctx.key.clone(),
+        });
+    }
+
+    /// SPEC §32: the releases that still depend on this one hold its deletion back.
+    pub(super) fn on_dependents(&mut self, plan: Plan, result: Result<DependencyReport, ApiError>) {
+        let report = match result {
+            Ok(r) => r,
+            Err(e) => {
+                return self.fail(Failure::transient(
+                    Reason::DependentsExist,
+                    format!("listing the releases that depend on this one failed: {e}"),
+                ));
+            }
+        };
+        let own_refs: Vec<_> = self
+            .ctx
+            .common
+            .depends_on
+            .iter()
+            .map(|d| crate::deps::key_of(&self.ctx.key, d))
+            .collect();
+        let blockers = teardown::blockers(&self.ctx.key, &own_refs, &report);
+        if blockers.is_empty() {
+            return self.follow_plan(plan);
+        }
+        if deletion::orphan_requested(self.ctx.orphan_annotation.as_deref()) {
+            let count = self.ctx.persisted_entries().len();
+            let note = teardown::orphaned_message(count, &blockers);
+            self.event(EventType::Warning, Reason::OrphanedOnDeletion, &note);
+            let mut s = self.ctx.persisted.clone();
+            s.inventory = None;
+            return self.commit(s, After::RemoveFinalizer);
+        }
+        let message = teardown::waiting_message(&blockers);
+        self.fail(Failure::soft(Reason::DependentsExist, message));
+    }
+
+    fn follow_plan(&mut self, plan: Plan) {
+        match plan {
             Plan::RemoveFinalizer => self.remove_finalizer(),
             Plan::ServiceAccountMissing => self.deletion_sa_missing(),
             Plan::CheckServiceAccount(sa) => {

@@ -303,6 +303,7 @@ async fn execute(cx: &mut Cx<'_>, effect: &Effect) -> InputKind {
         Effect::CheckDependencies { namespace, refs } => {
             dependencies::run(cx, namespace, refs).await
         }
+        Effect::ListDependents { .. } => dependencies::dependents(cx).await,
         Effect::ResolveSource { source } => source::run(cx, source).await,
         Effect::FetchArtifact { url, digest, .. } => fetch::run(cx, url, digest).await,
         Effect::Render { request } => render::run(cx, request).await,

@@ -27,4 +27,5 @@ mod redteam_values;
 mod security;
 #[path = "../support/mod.rs"]
 mod support;
+mod teardown;
 mod values;
