@@ -128,6 +128,13 @@ async fn deleting_the_namespace_of_a_chain_removes_the_dependents_objects_first(
         }
     })
     .await;
+    // The dependency did wait (its attempt ended `DependentsExist`), and every attempt,
+    // the listing of dependents included, replays with the core.
+    assert!(
+        op.traces().contains("\"DependentsExist\""),
+        "db never waited for app"
+    );
+    assert!(op.replay_traces() > 0);
     op.stop().await;
 }
 
