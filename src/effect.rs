@@ -39,6 +39,13 @@ pub enum Effect {
         namespace: String,
         /// The release's `dependsOn`, defaults filled in, read even in other namespaces.
         refs: Vec<ReleaseKey>,
+        /// Entries naming any other object (SPEC §32), each read (GET) as `identity`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        objects: Vec<ResourceId>,
+        /// The effective ServiceAccount the objects are read as; `None`: the operator's own
+        /// identity, allowed only with `--allow-operator-identity` (SPEC §15).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        identity: Option<Impersonation>,
     },
     /// List the releases of both kinds in every namespace (as the operator) and report
     /// those with a `dependsOn`: the deleting `release` waits for the ones that depend on

@@ -282,11 +282,15 @@ pub struct ReleaseSnapshot {
 
 /// Every release of both kinds in the release's namespace, plus each cross-namespace
 /// dependency that exists. A requested ref missing here does not exist.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct DependencyReport {
     /// The releases found; their `dependsOn` lets the core see cycles in the namespace.
     pub releases: Vec<ReleaseSnapshot>,
+    /// One read per object entry (SPEC §32), in request order: its JSON, `Ok(None)` when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<HealthObject>,
 }
 
 /// The artifact a ready Flux source advertises.

@@ -54,6 +54,7 @@ enum Phase {
     AddingFinalizer,
     CheckingDependencies {
         refs: Vec<ReleaseKey>,
+        objects: Vec<crate::deps::ObjectDependency>,
     },
     ResolvingSource,
     FetchingArtifact,
@@ -251,8 +252,8 @@ impl Attempt {
             (Phase::AddingFinalizer, I::FinalizerAdded { result }) => {
                 self.on_finalizer_added(result)
             }
-            (Phase::CheckingDependencies { refs }, I::DependenciesChecked { result }) => {
-                self.on_dependencies(refs, result)
+            (Phase::CheckingDependencies { refs, objects }, I::DependenciesChecked { result }) => {
+                self.on_dependencies(refs, objects, result)
             }
             (Phase::ResolvingSource, I::SourceResolved { result }) => self.on_source(result),
             (Phase::FetchingArtifact, I::ArtifactFetched { result }) => self.on_fetch(result),

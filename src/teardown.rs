@@ -141,6 +141,7 @@ mod tests {
                 snap(&web, &[&db], false),
                 snap(&key("a", "other"), &[&key("a", "x")], false),
             ],
+            objects: Vec::new(),
         };
         let b = blockers(&db, &[], &report);
         assert_eq!(keys(&b), vec![app.clone(), web.clone()]);
@@ -172,6 +173,7 @@ mod tests {
                 snap(&b, &[&c], true),
                 snap(&c, &[&a], true),
             ],
+            objects: Vec::new(),
         };
         for own in [&a, &b, &c] {
             let refs = report
@@ -200,6 +202,7 @@ mod tests {
             releases: (0..13)
                 .map(|i| snap(&key("a", &format!("app{i:02}")), &[&db], false))
                 .collect(),
+            objects: Vec::new(),
         };
         let b = blockers(&db, &[], &report);
         assert_eq!(b.len(), 13);

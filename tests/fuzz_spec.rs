@@ -413,6 +413,7 @@ fn respond(effect: &Effect, r: &mut Rng) -> Option<InputKind> {
                             })
                         })
                         .collect(),
+                    objects: Vec::new(),
                 })
             },
         },
@@ -434,6 +435,7 @@ fn respond(effect: &Effect, r: &mut Rng) -> Option<InputKind> {
                             deleting: r.one_in(2),
                         })
                         .collect(),
+                    objects: Vec::new(),
                 })
             },
         },

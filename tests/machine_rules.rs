@@ -96,11 +96,13 @@ fn ready_dependencies_let_the_attempt_proceed() {
             name: "db".into(),
             namespace: String::new(),
             kind: String::new(),
+            ..Default::default()
         },
         DependencyRef {
             name: "net".into(),
             namespace: "infra".into(),
             kind: "Release".into(),
+            ..Default::default()
         },
     ];
     let db = ReleaseKey {
@@ -124,6 +126,7 @@ fn ready_dependencies_let_the_attempt_proceed() {
     let canned = Canned {
         deps: Ok(DependencyReport {
             releases: vec![snap(db.clone()), snap(net.clone())],
+            objects: Vec::new(),
         }),
         ..Default::default()
     };
@@ -134,7 +137,9 @@ fn ready_dependencies_let_the_attempt_proceed() {
     let r = run_mr(&cfg, mr, &canned);
     assert_eq!(r.outcome, Outcome::Applied);
     match r.find(EffectKind::CheckDependencies) {
-        Some(Effect::CheckDependencies { namespace, refs }) => {
+        Some(Effect::CheckDependencies {
+            namespace, refs, ..
+        }) => {
             assert_eq!(namespace, "demo");
             assert_eq!(refs, &vec![db, net]);
         }

@@ -101,16 +101,11 @@ fn blockers(w: &World, k: &ReleaseKey) -> Vec<ReleaseKey> {
             .filter(|(_, r)| !r.object.common().depends_on.is_empty())
             .map(|(_, r)| opm_core::deps::snapshot(&r.object))
             .collect(),
+        objects: Vec::new(),
     };
     let own: Vec<_> = w
         .release(k)
-        .map(|o| {
-            o.common()
-                .depends_on
-                .iter()
-                .map(|d| opm_core::deps::key_of(k, d))
-                .collect()
-        })
+        .map(|o| opm_core::deps::release_keys(k, &o.common().depends_on))
         .unwrap_or_default();
     opm_core::teardown::blockers(k, &own, &report)
         .into_iter()

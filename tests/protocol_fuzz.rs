@@ -83,6 +83,7 @@ fn respond(effect: &Effect, c: u8) -> InputKind {
                             deleting: false,
                         })
                         .collect(),
+                    objects: Vec::new(),
                 })
             },
         },
@@ -104,6 +105,7 @@ fn respond(effect: &Effect, c: u8) -> InputKind {
                             deleting: c.is_multiple_of(2),
                         })
                         .collect(),
+                    objects: Vec::new(),
                 })
             },
         },
@@ -257,6 +259,7 @@ fn object(case: &Case, now: Timestamp) -> ModuleRelease {
             name: "db".into(),
             namespace: String::new(),
             kind: String::new(),
+            ..Default::default()
         }];
     }
     c.timeout = Some("20s".into());

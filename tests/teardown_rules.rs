@@ -51,7 +51,10 @@ fn snap(k: ReleaseKey, deps: Vec<ReleaseKey>, deleting: bool) -> ReleaseSnapshot
 
 fn with_dependents(releases: Vec<ReleaseSnapshot>) -> Canned {
     Canned {
-        dependents: Ok(DependencyReport { releases }),
+        dependents: Ok(DependencyReport {
+            releases,
+            objects: Vec::new(),
+        }),
         ..Default::default()
     }
 }

@@ -118,6 +118,17 @@ pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
     }
     let mut depends_on = Vec::new();
     for d in &obj.common().depends_on {
+        if !opm_core::deps::is_release_ref(d) {
+            depends_on.push(Dependency {
+                release: format!("{} {} {}", d.api_version, d.kind, d.name),
+                ready: if d.ready_expr.is_empty() {
+                    "ready when Current".to_string()
+                } else {
+                    format!("ready when {}", d.ready_expr)
+                },
+            });
+            continue;
+        }
         let dkey = opm_core::deps::key_of(&key, d);
         let ready = match releases::read(&s.client, &dkey).await {
             Ok(o) => ready_words(&o),
@@ -154,12 +165,7 @@ async fn waiting_for(s: &Session, obj: &ReleaseObject) -> Result<Vec<Dependent>>
             what: "listing the releases that depend on it".into(),
             error,
         })?;
-    let own: Vec<_> = obj
-        .common()
-        .depends_on
-        .iter()
-        .map(|d| opm_core::deps::key_of(&key, d))
-        .collect();
+    let own = opm_core::deps::release_keys(&key, &obj.common().depends_on);
     Ok(opm_core::teardown::blockers(&key, &own, &report)
         .into_iter()
         .map(|b| Dependent {

@@ -173,6 +173,13 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
     }
     if reason == Reason::DependenciesNotReady {
         for d in &obj.common().depends_on {
+            if !opm_core::deps::is_release_ref(d) {
+                triggers.push(format!(
+                    "the dependency {} {} {} becoming ready (checked every 30s)",
+                    d.api_version, d.kind, d.name
+                ));
+                continue;
+            }
             let dep = opm_core::deps::key_of(&key, d);
             // As written when not one we know (the release is stalled naming it).
             let kind = if d.kind.is_empty() {

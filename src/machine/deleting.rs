@@ -43,13 +43,7 @@ impl Attempt {
                 ));
             }
         };
-        let own_refs: Vec<_> = self
-            .ctx
-            .common
-            .depends_on
-            .iter()
-            .map(|d| crate::deps::key_of(&self.ctx.key, d))
-            .collect();
+        let own_refs = crate::deps::release_keys(&self.ctx.key, &self.ctx.common.depends_on);
         let blockers = teardown::blockers(&self.ctx.key, &own_refs, &report);
         if blockers.is_empty() {
             return self.follow_plan(plan);

@@ -229,10 +229,19 @@ impl World {
                     None => Ok(self.dependents_report()),
                 },
             },
-            Effect::CheckDependencies { namespace, refs } => InputKind::DependenciesChecked {
+            Effect::CheckDependencies {
+                namespace,
+                refs,
+                objects,
+                identity,
+            } => InputKind::DependenciesChecked {
                 result: match api_err {
                     Some(e) => Err(e),
-                    None => Ok(self.dependency_report(namespace, refs)),
+                    None => {
+                        let mut report = self.dependency_report(namespace, refs);
+                        report.objects = self.read_objects(objects, identity.as_ref());
+                        Ok(report)
+                    }
                 },
             },
             Effect::ResolveSource { source } => {
@@ -475,6 +484,7 @@ impl World {
                 .with_depends_on()
                 .map(|(_, r)| crate::deps::snapshot(&r.object))
                 .collect(),
+            objects: Vec::new(),
         }
     }
 
@@ -489,13 +499,7 @@ impl World {
         let refs: Vec<ReleaseKey> = self
             .releases
             .get(key)
-            .map(|o| {
-                o.common()
-                    .depends_on
-                    .iter()
-                    .map(|d| crate::deps::key_of(key, d))
-                    .collect()
-            })
+            .map(|o| crate::deps::release_keys(key, &o.common().depends_on))
             .unwrap_or_default();
         self.releases.remove_finalizer(key, finalizer)?;
         if self.releases.get(key).is_none() {
@@ -526,6 +530,7 @@ impl World {
                 .iter()
                 .filter_map(|k| self.releases.snapshot(k))
                 .collect(),
+            objects: Vec::new(),
         }
     }
 

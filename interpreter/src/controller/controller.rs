@@ -314,12 +314,7 @@ async fn attempt(stored: ReleaseObject, ctx: Arc<Ctx>) -> Option<Duration> {
 async fn reconcile(stored: ReleaseObject, ctx: Arc<Ctx>) -> Result<Option<Duration>, DriverError> {
     let key = stored.key();
     // Read before the attempt takes the copy: usually empty, so nothing is allocated.
-    let depends_on: Vec<ReleaseKey> = stored
-        .common()
-        .depends_on
-        .iter()
-        .map(|d| opm_core::deps::key_of(&key, d))
-        .collect();
+    let depends_on = opm_core::deps::release_keys(&key, &stored.common().depends_on);
     let finished = driver::run_attempt_from(&ctx.rt, &key, Some(stored)).await?;
     if finished.turned_ready {
         trigger_dependents(&ctx, &key);

@@ -39,7 +39,10 @@ pub(crate) async fn check(
             Err(e) => return Err(api_error::from_kube(&e)),
         }
     }
-    Ok(DependencyReport { releases })
+    Ok(DependencyReport {
+        releases,
+        objects: Vec::new(),
+    })
 }
 
 /// Releases read per page of the cluster-wide list: what the list holds in memory at once,
@@ -65,7 +68,10 @@ pub async fn dependents(client: Client) -> Result<DependencyReport, ApiError> {
         &mut releases,
     )
     .await?;
-    Ok(DependencyReport { releases })
+    Ok(DependencyReport {
+        releases,
+        objects: Vec::new(),
+    })
 }
 
 /// Lists `api` page by page, adding a snapshot of each release that has a `dependsOn`.

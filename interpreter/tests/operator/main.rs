@@ -3,6 +3,7 @@
 //! `cue mod registry`, real HTTP artifacts. One API server for this whole binary.
 
 mod artifacts;
+mod depends_objects;
 mod drift_policies;
 mod failures;
 mod ha;
