@@ -141,6 +141,39 @@ fn a_chain_deleted_at_once_unwinds_from_its_leaf_and_a_cycle_never_waits() {
 }
 
 #[test]
+fn a_release_waits_for_a_secret_and_a_custom_resource_ready_expression() {
+    let file = example("depends-on-objects.yaml");
+    golden("depends-on-objects.txt", &ok(&["run", &file, "--quiet"]));
+    let doc = json("depends-on-objects.yaml");
+    let app = attempts_of(&doc, "app");
+    let at = |a: &serde_json::Value| a["atMs"].as_u64().unwrap();
+    let message = |a: &serde_json::Value| a["message"].as_str().unwrap_or_default().to_string();
+    for a in &app {
+        let t = at(a);
+        if t < 2 * MIN {
+            assert_eq!(
+                message(a),
+                "waiting for dependency v1 Secret shop/db-credentials: not found"
+            );
+        } else if t < 4 * MIN {
+            assert!(message(a).ends_with("Database shop/main: not found"), "{a}");
+        } else if t < 6 * MIN {
+            assert!(message(a).ends_with("readyExpr is false"), "{a}");
+        }
+        if t < 6 * MIN {
+            assert_eq!(a["reason"], "DependenciesNotReady");
+            assert_eq!(a["requeueAfterMs"], 30_000, "re-checked every 30s");
+        }
+    }
+    let applied = app
+        .iter()
+        .find(|a| a["outcome"] == "applied")
+        .expect("applied");
+    assert_eq!(at(applied), 6 * MIN);
+    assert_eq!(final_of(&doc, "app")["ready"], "True");
+}
+
+#[test]
 fn opm_releases_wait_for_the_platform_then_converge_and_rerender_on_a_platform_change() {
     let file = example("missing-platform.yaml");
     golden("missing-platform.txt", &ok(&["run", &file, "--quiet"]));
