@@ -212,6 +212,18 @@ async fn a_hostile_ready_expr_is_stopped_and_an_unreadable_dependency_says_who_m
         .await
         .expect_err("refused by the CRD");
     assert!(err.to_string().contains("readyExpr"), "{err}");
+    // And an entry of another kind without its apiVersion.
+    let no_version = module_release(
+        &ns.name,
+        "no-version",
+        json!({}),
+        json!({"dependsOn": [{"kind": "ConfigMap", "name": "flag"}]}),
+    );
+    let err = Api::<ModuleRelease>::namespaced(ns.client.clone(), &ns.name)
+        .create(&PostParams::default(), &no_version)
+        .await
+        .expect_err("refused by the CRD");
+    assert!(err.to_string().contains("needs apiVersion"), "{err}");
 
     // A ServiceAccount without rights in the other namespace cannot read the dependency.
     let sa: ServiceAccount =
