@@ -22,16 +22,20 @@ pub const NAMED: usize = 10;
 /// The releases whose existence holds back the deletion of `own` (whose own `dependsOn`,
 /// defaults filled in, is `own_refs`), in the report's order without repeats: every release
 /// of `report` that depends on `own`, except those `own` reaches through `dependsOn` edges
-/// (a cycle through both of them).
+/// (a cycle through both of them), and, unless `allow_cross_namespace`
+/// (`--allow-cross-namespace-refs`), those in another namespace: a dependency the operator
+/// does not honour must not let a tenant hold another tenant's deletion back.
 pub fn blockers<'a>(
     own: &ReleaseKey,
     own_refs: &[ReleaseKey],
     report: &'a DependencyReport,
+    allow_cross_namespace: bool,
 ) -> Vec<&'a ReleaseSnapshot> {
     let dependents: Vec<&ReleaseSnapshot> = report
         .releases
         .iter()
         .filter(|s| &s.key != own && s.depends_on.contains(own))
+        .filter(|s| allow_cross_namespace || s.key.namespace == own.namespace)
         .collect();
     if dependents.is_empty() {
         return dependents;
@@ -143,8 +147,10 @@ mod tests {
             ],
             objects: Vec::new(),
         };
-        let b = blockers(&db, &[], &report);
+        let b = blockers(&db, &[], &report, true);
         assert_eq!(keys(&b), vec![app.clone(), web.clone()]);
+        // Without --allow-cross-namespace-refs, the dependent in namespace b does not count.
+        assert_eq!(keys(&blockers(&db, &[], &report, false)), vec![web.clone()]);
         let m = waiting_message(&b);
         assert!(
             m.starts_with(
@@ -154,13 +160,13 @@ mod tests {
         );
         assert!(m.contains("opm.dev/force-delete-orphan"), "{m}");
         // Once the dependents are gone nothing blocks.
-        assert!(blockers(&db, &[], &DependencyReport::default()).is_empty());
+        assert!(blockers(&db, &[], &DependencyReport::default(), true).is_empty());
         // A release of the other kind with the same name is not us.
         let rel = ReleaseKey {
             kind: Kind::Release,
             ..db.clone()
         };
-        assert!(blockers(&rel, &[], &report).is_empty());
+        assert!(blockers(&rel, &[], &report, true).is_empty());
     }
 
     #[test]
@@ -183,14 +189,14 @@ mod tests {
                 .unwrap()
                 .depends_on
                 .clone();
-            assert!(blockers(own, &refs, &report).is_empty(), "{own:?}");
+            assert!(blockers(own, &refs, &report, true).is_empty(), "{own:?}");
         }
         // A dependent outside the cycle still blocks.
         let d = key("n", "d");
         let mut with_d = report.clone();
         with_d.releases.push(snap(&d, &[&a], false));
         assert_eq!(
-            keys(&blockers(&a, std::slice::from_ref(&b), &with_d)),
+            keys(&blockers(&a, std::slice::from_ref(&b), &with_d, false)),
             vec![d]
         );
     }
@@ -204,7 +210,7 @@ mod tests {
                 .collect(),
             objects: Vec::new(),
         };
-        let b = blockers(&db, &[], &report);
+        let b = blockers(&db, &[], &report, false);
         assert_eq!(b.len(), 13);
         let m = waiting_message(&b);
         assert!(m.contains("a/app09, … (3 more);"), "{m}");

@@ -107,7 +107,7 @@ fn blockers(w: &World, k: &ReleaseKey) -> Vec<ReleaseKey> {
         .release(k)
         .map(|o| opm_core::deps::release_keys(k, &o.common().depends_on))
         .unwrap_or_default();
-    opm_core::teardown::blockers(k, &own, &report)
+    opm_core::teardown::blockers(k, &own, &report, true)
         .into_iter()
         .map(|s| s.key.clone())
         .collect()

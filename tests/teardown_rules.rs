@@ -143,7 +143,7 @@ fn the_orphan_annotation_lets_a_release_with_dependents_go_and_orphans_its_objec
         )]
         .into(),
     );
-    let canned = with_dependents(vec![snap(key("apps", "app"), vec![me()], false)]);
+    let canned = with_dependents(vec![snap(key("demo", "app"), vec![me()], false)]);
     let r = run_mr(&operator_cfg(), mr.clone(), &canned);
     assert_eq!(
         r.event_tuples(),
@@ -151,7 +151,7 @@ fn the_orphan_annotation_lets_a_release_with_dependents_go_and_orphans_its_objec
             EventType::Warning,
             "OrphanedOnDeletion",
             "Delete",
-            "Orphaned 3 managed resources; dependents still exist (ModuleRelease apps/app) and opm.dev/force-delete-orphan annotation set"
+            "Orphaned 3 managed resources; dependents still exist (ModuleRelease demo/app) and opm.dev/force-delete-orphan annotation set"
         )]
     );
     assert_eq!(
@@ -204,4 +204,21 @@ fn a_failed_listing_is_retried_with_backoff_keeping_everything() {
     );
     assert_eq!(r.requeue, Some(opm_core::backoff::compute_backoff(1)));
     assert!(r.find(EffectKind::RemoveFinalizer).is_none());
+}
+
+#[test]
+fn a_dependent_in_another_namespace_blocks_only_with_cross_namespace_refs() {
+    let mr = deleting();
+    let canned = with_dependents(vec![snap(key("tenant-b", "app"), vec![me()], false)]);
+    // Off (the default): a dependency the operator does not honour holds nothing back.
+    let r = run_mr(&operator_cfg(), mr.clone(), &canned);
+    assert_eq!(r.reason, "Deleted");
+    assert!(r.find(EffectKind::Prune).is_some());
+    // On: it waits for it.
+    let mut cfg = operator_cfg();
+    cfg.allow_cross_namespace_refs = true;
+    let r = run_mr(&cfg, mr, &canned);
+    assert_eq!(r.reason, "DependentsExist");
+    let (_, _, message) = r.cond3("Ready").unwrap();
+    assert!(message.contains("ModuleRelease tenant-b/app"), "{message}");
 }

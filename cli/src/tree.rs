@@ -166,7 +166,9 @@ async fn waiting_for(s: &Session, obj: &ReleaseObject) -> Result<Vec<Dependent>>
             error,
         })?;
     let own = opm_core::deps::release_keys(&key, &obj.common().depends_on);
-    Ok(opm_core::teardown::blockers(&key, &own, &report)
+    // The operator's --allow-cross-namespace-refs is not known here: dependents in other
+    // namespaces are listed too (without the flag the operator does not wait for them).
+    Ok(opm_core::teardown::blockers(&key, &own, &report, true)
         .into_iter()
         .map(|b| Dependent {
             release: releases::describe(&b.key),

@@ -44,7 +44,12 @@ impl Attempt {
             }
         };
         let own_refs = crate::deps::release_keys(&self.ctx.key, &self.ctx.common.depends_on);
-        let blockers = teardown::blockers(&self.ctx.key, &own_refs, &report);
+        let blockers = teardown::blockers(
+            &self.ctx.key,
+            &own_refs,
+            &report,
+            self.cfg.allow_cross_namespace_refs,
+        );
         if blockers.is_empty() {
             return self.follow_plan(plan);
         }
