@@ -298,3 +298,53 @@ async fn a_blocked_deletion_keeps_its_objects_goes_with_its_dependent_and_the_an
     );
     op.stop().await;
 }
+
+/// Red team: a tenant in another namespace names this release in its `dependsOn`. Without
+/// `--allow-cross-namespace-refs` the operator does not honour that dependency, so it never
+/// holds this release's deletion back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_in_another_namespace_cannot_hold_a_deletion_back() {
+    let (env, ns) = namespace().await;
+    let other = env.namespace().await.expect("the other tenant's namespace");
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    create_mr(
+        &ns.client,
+        &module_release(&ns.name, "db", json!({}), json!({"prune": true})),
+    )
+    .await;
+    wait_mr(&ns.client, &ns.name, "db", "Ready", is_ready_mr).await;
+    // The other tenant's release, reconciled by the same operator.
+    let mut squatter = module_release(
+        &other.name,
+        "squatter",
+        json!({}),
+        json!({"dependsOn": [{"name": "db", "namespace": ns.name}]}),
+    );
+    squatter
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(TEST_LABEL.into(), ns.name.clone());
+    create_mr(&ns.client, &squatter).await;
+    wait_mr(
+        &ns.client,
+        &other.name,
+        "squatter",
+        "CrossNamespaceRefDenied",
+        reason_is_mr("CrossNamespaceRefDenied"),
+    )
+    .await;
+    let mrs = Api::<ModuleRelease>::namespaced(ns.client.clone(), &ns.name);
+    mrs.delete("db", &DeleteParams::default()).await.unwrap();
+    let mrs2 = mrs.clone();
+    eventually("db gone despite the other tenant", || {
+        let mrs = mrs2.clone();
+        async move { mrs.get_opt("db").await.unwrap().is_none() }
+    })
+    .await;
+    assert!(
+        !op.traces().contains("\"DependentsExist\""),
+        "the deletion waited for the other tenant"
+    );
+    op.stop().await;
+}
