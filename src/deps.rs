@@ -1,38 +1,96 @@
-//! `dependsOn` (SPEC §14): defaults, self-reference, cross-namespace policy, cycles, readiness.
+//! `dependsOn` (SPEC §14, §32): defaults, self-reference, cross-namespace policy, cycles,
+//! readiness of releases ([`evaluate`]) and of any other object ([`objects`]).
+
+pub mod objects;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::DependencyRef;
 use crate::constants::conditions;
 use crate::input::{DependencyReport, ReleaseSnapshot};
-use crate::object::{Kind, ReleaseKey, ReleaseObject};
+use crate::object::{Kind, ReleaseKey, ReleaseObject, ResourceId};
 use crate::outcome::Failure;
 use crate::reason::Reason;
 
-/// Fills in each entry's namespace (the release's) and kind (the release's own).
-pub fn resolve(own: &ReleaseKey, refs: &[DependencyRef]) -> Result<Vec<ReleaseKey>, Failure> {
-    refs.iter()
-        .map(|r| {
-            let kind = if r.kind.is_empty() {
-                own.kind
-            } else {
-                Kind::parse(&r.kind).ok_or_else(|| {
-                    Failure::stalled(
-                        Reason::DependenciesNotReady,
-                        format!(
-                            "dependency {} has unsupported kind \"{}\" (expected ModuleRelease or Release)",
-                            r.name, r.kind
-                        ),
-                    )
-                })?
-            };
-            Ok(ReleaseKey {
+/// Whether `r` names a release (no `apiVersion` or the releases' group, and a release kind
+/// or none) rather than any other object (SPEC §32).
+pub fn is_release_ref(r: &DependencyRef) -> bool {
+    (r.api_version.is_empty() || r.api_version.starts_with(RELEASES_GROUP))
+        && (r.kind.is_empty() || Kind::parse(&r.kind).is_some())
+}
+
+const RELEASES_GROUP: &str = "releases.opmodel.dev/";
+
+/// A `dependsOn` entry naming an object that is not a release, defaults filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectDependency {
+    /// The object: its namespace the entry's, else the release's (the interpreter drops it
+    /// for a cluster-scoped kind).
+    pub id: ResourceId,
+    /// The entry's `readyExpr`, if any.
+    pub ready_expr: Option<String>,
+}
+
+/// The `dependsOn` entries, defaults filled in: releases (namespace: the release's; kind:
+/// its own) and other objects, each in spec order.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Resolved {
+    /// The releases depended on.
+    pub releases: Vec<ReleaseKey>,
+    /// The other objects depended on.
+    pub objects: Vec<ObjectDependency>,
+}
+
+/// Splits the entries into releases and other objects (SPEC §14, §32). An object entry
+/// without `apiVersion`, or whose `readyExpr` does not compile, is a stall naming it.
+pub fn resolve(own: &ReleaseKey, refs: &[DependencyRef]) -> Result<Resolved, Failure> {
+    let mut out = Resolved::default();
+    for (i, r) in refs.iter().enumerate() {
+        if is_release_ref(r) {
+            let kind = Kind::parse(&r.kind).unwrap_or(own.kind);
+            out.releases.push(ReleaseKey {
                 kind,
                 namespace: namespace_of(own, r).to_owned(),
                 name: r.name.clone(),
-            })
-        })
-        .collect()
+            });
+            continue;
+        }
+        if r.api_version.is_empty() {
+            return Err(Failure::stalled(
+                Reason::DependenciesNotReady,
+                format!(
+                    "dependsOn[{i}] names kind \"{}\" without apiVersion: set apiVersion for \
+                     any kind other than ModuleRelease or Release",
+                    r.kind
+                ),
+            ));
+        }
+        let (group, version) = match r.api_version.rsplit_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), r.api_version.clone()),
+        };
+        let id = ResourceId {
+            group,
+            kind: r.kind.clone(),
+            namespace: namespace_of(own, r).to_owned(),
+            name: r.name.clone(),
+            version,
+        };
+        let ready_expr = (!r.ready_expr.trim().is_empty()).then(|| r.ready_expr.clone());
+        if let Some(src) = &ready_expr
+            && let Err(e) = crate::health::ReadyExpr::compile(src)
+        {
+            return Err(Failure::stalled(
+                Reason::DependenciesNotReady,
+                format!(
+                    "dependsOn[{i}] ({}) readyExpr does not compile: {e}",
+                    id.display()
+                ),
+            ));
+        }
+        out.objects.push(ObjectDependency { id, ready_expr });
+    }
+    Ok(out)
 }
 
 /// The namespace `r` names from release `own`: its own, or the release's.
@@ -68,6 +126,7 @@ pub fn snapshot(obj: &ReleaseObject) -> ReleaseSnapshot {
         .common()
         .depends_on
         .iter()
+        .filter(|d| is_release_ref(d))
         .map(|d| key_of(&key, d))
         .collect();
     ReleaseSnapshot {
@@ -75,14 +134,24 @@ pub fn snapshot(obj: &ReleaseObject) -> ReleaseSnapshot {
         observed_generation: status.map(|s| s.observed_generation).unwrap_or_default(),
         ready,
         depends_on,
+        deleting: obj.meta().deletion_timestamp.is_some(),
         key,
     }
+}
+
+/// The releases (not other objects) that `refs`, in release `own`'s `dependsOn`, name.
+pub fn release_keys(own: &ReleaseKey, refs: &[DependencyRef]) -> Vec<ReleaseKey> {
+    refs.iter()
+        .filter(|d| is_release_ref(d))
+        .map(|d| key_of(own, d))
+        .collect()
 }
 
 /// Whether `r`, in release `own`'s `dependsOn`, names `dep`; allocates nothing, as it runs
 /// for every release on every Ready transition.
 pub fn names(own: &ReleaseKey, r: &DependencyRef, dep: &ReleaseKey) -> bool {
     r.name == dep.name
+        && is_release_ref(r)
         && Kind::parse(&r.kind).unwrap_or(own.kind) == dep.kind
         && namespace_of(own, r) == dep.namespace
 }
@@ -97,8 +166,20 @@ pub fn depends_on(own: &ReleaseKey, refs: &[DependencyRef], dep: &ReleaseKey) ->
 pub fn precheck(
     own: &ReleaseKey,
     refs: &[ReleaseKey],
+    objects: &[ObjectDependency],
     allow_cross_namespace: bool,
 ) -> Result<(), Failure> {
+    for o in objects {
+        if o.id.namespace != own.namespace && !allow_cross_namespace {
+            return Err(Failure::stalled(
+                Reason::CrossNamespaceRefDenied,
+                format!(
+                    "cross-namespace dependency on {} is not allowed (--allow-cross-namespace-refs is off)",
+                    o.id.display()
+                ),
+            ));
+        }
+    }
     for r in refs {
         if r == own {
             return Err(Failure::stalled(

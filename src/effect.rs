@@ -40,6 +40,20 @@ pub enum Effect {
         namespace: String,
         /// The release's `dependsOn`, defaults filled in, read even in other namespaces.
         refs: Vec<ReleaseKey>,
+        /// Entries naming any other object (SPEC §32), each read (GET) as `identity`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        objects: Vec<ResourceId>,
+        /// The effective ServiceAccount the objects are read as; `None`: the operator's own
+        /// identity, allowed only with `--allow-operator-identity` (SPEC §15).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        identity: Option<Impersonation>,
+    },
+    /// List the releases of both kinds in every namespace (as the operator) and report
+    /// those with a `dependsOn`: the deleting `release` waits for the ones that depend on
+    /// it (SPEC §32). Awaited: `DependentsListed`.
+    ListDependents {
+        /// The release being deleted.
+        release: ReleaseKey,
     },
     /// Read a Flux source (as the operator). Awaited: `SourceResolved`.
     ResolveSource {
@@ -258,6 +272,8 @@ pub enum EffectKind {
     CheckDependencies,
     /// The read of a Release's Flux source.
     ResolveSource,
+    /// The list of the releases that may depend on a deleting one.
+    ListDependents,
     /// The download of a Release's artifact.
     FetchArtifact,
     /// The `cue export` run.
@@ -295,7 +311,7 @@ pub enum EffectKind {
 impl EffectKind {
     /// Every kind the machine waits on (all but events, metrics and `Done`): the kinds a
     /// fault schedule can fail, so the fault bench checks it reached each of them.
-    pub const AWAITED: [EffectKind; 17] = [
+    pub const AWAITED: [EffectKind; 18] = [
         EffectKind::AddFinalizer,
         EffectKind::RemoveFinalizer,
         EffectKind::CheckDependencies,
@@ -313,6 +329,7 @@ impl EffectKind {
         EffectKind::ReadValues,
         EffectKind::AwaitTermination,
         EffectKind::ReadKubeConfig,
+        EffectKind::ListDependents,
     ];
 }
 
@@ -338,6 +355,7 @@ impl Effect {
             Effect::AddFinalizer { .. } => EffectKind::AddFinalizer,
             Effect::RemoveFinalizer { .. } => EffectKind::RemoveFinalizer,
             Effect::CheckDependencies { .. } => EffectKind::CheckDependencies,
+            Effect::ListDependents { .. } => EffectKind::ListDependents,
             Effect::ResolveSource { .. } => EffectKind::ResolveSource,
             Effect::FetchArtifact { .. } => EffectKind::FetchArtifact,
             Effect::Render { .. } => EffectKind::Render,
@@ -364,6 +382,7 @@ impl Effect {
             Effect::AddFinalizer { .. } => "finalizerAdded",
             Effect::RemoveFinalizer { .. } => "finalizerRemoved",
             Effect::CheckDependencies { .. } => "dependenciesChecked",
+            Effect::ListDependents { .. } => "dependentsListed",
             Effect::ResolveSource { .. } => "sourceResolved",
             Effect::FetchArtifact { .. } => "artifactFetched",
             Effect::Render { .. } => "rendered",

@@ -22,7 +22,7 @@ mod pods;
 mod summary;
 
 pub use cel_eval::{MAX_BYTES as CEL_MAX_BYTES, MAX_STEPS as CEL_MAX_STEPS};
-pub use cel_rules::{CompileError, EvalDeadline, HealthRules, compile};
+pub use cel_rules::{CompileError, EvalDeadline, HealthRules, ReadyExpr, ReadyExprError, compile};
 pub use pods::pod_detail;
 pub use summary::{Judged, MAX_NAMED, Summary, summarize, unhealthy_since};
 

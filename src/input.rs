@@ -76,6 +76,11 @@ pub enum InputKind {
         /// The releases found, or why listing them failed (a transient failure).
         result: Result<DependencyReport, ApiError>,
     },
+    /// Answer to `ListDependents`.
+    DependentsListed {
+        /// Every release that has a `dependsOn`, or why listing them failed (transient).
+        result: Result<DependencyReport, ApiError>,
+    },
     /// Answer to `ResolveSource`.
     SourceResolved {
         /// The artifact the source advertises, or why it cannot be used yet.
@@ -176,6 +181,7 @@ impl InputKind {
             InputKind::FinalizerAdded { .. } => "finalizerAdded",
             InputKind::FinalizerRemoved { .. } => "finalizerRemoved",
             InputKind::DependenciesChecked { .. } => "dependenciesChecked",
+            InputKind::DependentsListed { .. } => "dependentsListed",
             InputKind::SourceResolved { .. } => "sourceResolved",
             InputKind::ArtifactFetched { .. } => "artifactFetched",
             InputKind::Rendered { .. } => "rendered",
@@ -309,15 +315,23 @@ pub struct ReleaseSnapshot {
     /// Its own `dependsOn`, with namespace and kind defaults filled in.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<ReleaseKey>,
+    /// It has a `deletionTimestamp`: it is going, shown in the message of the releases
+    /// whose deletion waits for it (SPEC §32).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleting: bool,
 }
 
 /// Every release of both kinds in the release's namespace, plus each cross-namespace
 /// dependency that exists. A requested ref missing here does not exist.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct DependencyReport {
     /// The releases found; their `dependsOn` lets the core see cycles in the namespace.
     pub releases: Vec<ReleaseSnapshot>,
+    /// One read per object entry (SPEC §32), in request order: its JSON, `Ok(None)` when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<HealthObject>,
 }
 
 /// The artifact a ready Flux source advertises.

@@ -75,6 +75,7 @@
 //! | §29 The user CLI | the `kubectl-opm` crate (`cli/`) |
 //! | §30 OPM modules and the Platform | [`opm`] (the Platform: [`opm::platform`]) |
 //! | §32 Alerts: the events webhook's queue, drops and backoff | [`event_delivery`] |
+//! | §32 Lifecycle: ordered teardown | [`teardown`] |
 //!
 //! What re-triggers an attempt (a dependency becoming Ready, a new ServiceAccount, a
 //! source's new artifact, SPEC §5, §14, §15) and when a release's metric series are
@@ -132,6 +133,7 @@ pub mod render_ahead;
 pub mod render_value;
 pub mod source;
 pub mod status;
+pub mod teardown;
 pub mod trace;
 pub mod triggers;
 pub mod values_from;

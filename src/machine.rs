@@ -55,6 +55,7 @@ enum Phase {
     AddingFinalizer,
     CheckingDependencies {
         refs: Vec<ReleaseKey>,
+        objects: Vec<crate::deps::ObjectDependency>,
     },
     ResolvingSource,
     FetchingArtifact,
@@ -84,6 +85,11 @@ enum Phase {
     /// The remote cluster's kubeconfig (SPEC §31), before `next`.
     ReadingKubeConfig {
         next: cluster::ClusterNext,
+    },
+    /// A deletion that would delete objects first looks for releases that depend on this
+    /// one (SPEC §32); `plan` is what it does once none blocks.
+    ListingDependents {
+        plan: crate::deletion::Plan,
     },
 }
 
@@ -122,6 +128,7 @@ impl Phase {
             Phase::RemovingFinalizer => "finalizerRemoved",
             Phase::AssessingHealth { .. } => "healthRead",
             Phase::AwaitingTermination => "terminationAwaited",
+            Phase::ListingDependents { .. } => "dependentsListed",
             Phase::Finished => return None,
             Phase::CheckingServiceAccountForValues => "serviceAccountChecked",
             Phase::ReadingValues => "valuesRead",
@@ -257,8 +264,8 @@ impl Attempt {
             (Phase::AddingFinalizer, I::FinalizerAdded { result }) => {
                 self.on_finalizer_added(result)
             }
-            (Phase::CheckingDependencies { refs }, I::DependenciesChecked { result }) => {
-                self.on_dependencies(refs, result)
+            (Phase::CheckingDependencies { refs, objects }, I::DependenciesChecked { result }) => {
+                self.on_dependencies(refs, objects, result)
             }
             (Phase::ResolvingSource, I::SourceResolved { result }) => self.on_source(result),
             (Phase::FetchingArtifact, I::ArtifactFetched { result }) => self.on_fetch(result),
@@ -299,6 +306,9 @@ impl Attempt {
             }
             (Phase::ReadingKubeConfig { next }, I::KubeConfigRead { result }) => {
                 self.on_kube_config(next, result)
+            }
+            (Phase::ListingDependents { plan }, I::DependentsListed { result }) => {
+                self.on_dependents(plan, result)
             }
             // `step` matched the input name against the phase, so this arm is never taken;
             // restoring the phase keeps the machine usable if that check ever changes.

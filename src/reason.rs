@@ -92,6 +92,8 @@ pub enum Reason {
     /// The kubeconfig now points at another server; the old cluster's objects were left
     /// there and are named in `status.leftBehind` (SPEC §31).
     ClusterChanged,
+    /// A deleting release waits for the releases that depend on it to go first (SPEC §32).
+    DependentsExist,
     /// The caller broke the drain rule: an attempt started from anything but `Observed`.
     /// Only ever in `Done`, never in a condition or an event.
     InvalidInput,
@@ -99,7 +101,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in declaration order: for parsing and for tests that must see them all.
-    pub const ALL: [Reason; 40] = [
+    pub const ALL: [Reason; 41] = [
         Reason::Progressing,
         Reason::ReconciliationSucceeded,
         Reason::Suspended,
@@ -139,6 +141,7 @@ impl Reason {
         Reason::InvalidKubeConfig,
         Reason::ClusterUnreachable,
         Reason::ClusterChanged,
+        Reason::DependentsExist,
         Reason::InvalidInput,
     ];
 
@@ -184,6 +187,7 @@ impl Reason {
             Reason::InvalidKubeConfig => "InvalidKubeConfig",
             Reason::ClusterUnreachable => "ClusterUnreachable",
             Reason::ClusterChanged => "ClusterChanged",
+            Reason::DependentsExist => "DependentsExist",
             Reason::InvalidInput => "InvalidInput",
         }
     }
@@ -202,7 +206,7 @@ impl Reason {
             PruneFailed | Pruned | PruneSkipped => "Prune",
             DriftDetected => "DriftCheck",
             HealthCheckFailed => "Health",
-            DeletionSAMissing | OrphanedOnDeletion | Deleted => "Delete",
+            DeletionSAMissing | OrphanedOnDeletion | Deleted | DependentsExist => "Delete",
             InvalidKubeConfig | ClusterUnreachable | ClusterChanged => "Connect",
             Progressing
             | ReconciliationSucceeded
@@ -276,7 +280,7 @@ mod tests {
 
     /// Every reason, its SPEC name and its event action. Written out by hand so that a
     /// renamed variant or a changed action fails here, not on a user's dashboard.
-    const SPEC: [(Reason, &str, &str); 40] = [
+    const SPEC: [(Reason, &str, &str); 41] = [
         (Reason::Progressing, "Progressing", "Reconcile"),
         (
             Reason::ReconciliationSucceeded,
@@ -328,6 +332,7 @@ mod tests {
         (Reason::InvalidKubeConfig, "InvalidKubeConfig", "Connect"),
         (Reason::ClusterUnreachable, "ClusterUnreachable", "Connect"),
         (Reason::ClusterChanged, "ClusterChanged", "Connect"),
+        (Reason::DependentsExist, "DependentsExist", "Delete"),
         (Reason::InvalidInput, "InvalidInput", "Reconcile"),
     ];
 

@@ -5,6 +5,8 @@
 //!   [`retriggers_dependents`], per status write, with [`crate::deps::names`] to find them;
 //! * a ServiceAccount appearing re-triggers, [`SERVICE_ACCOUNT_SETTLE`] later, the releases
 //!   of its namespace stalled for want of one (SPEC §15): [`waits_for_service_account`];
+//! * a release going away re-triggers the deleting releases it depended on that wait for
+//!   their dependents (SPEC §32): [`waits_for_dependents`];
 //! * a release's metric series are forgotten when an attempt ends with it gone (SPEC §21):
 //!   [`forgets_series`];
 //! * a release's metadata starts an attempt only through the parts in [`AttemptTrigger`]
@@ -55,6 +57,13 @@ pub fn waits_for_service_account(status: Option<&ReleaseStatus>) -> bool {
         c.reason == Reason::ImpersonationFailed.as_str()
             || c.reason == Reason::DeletionSAMissing.as_str()
     })
+}
+
+/// Whether a release with this status is a deletion waiting for its dependents (SPEC §32):
+/// its Ready reason is `DependentsExist`. A dependent going away (its `Delete` event)
+/// re-triggers the releases it depended on that wait so, at once.
+pub fn waits_for_dependents(status: Option<&ReleaseStatus>) -> bool {
+    ready_condition(status).is_some_and(|c| c.reason == Reason::DependentsExist.as_str())
 }
 
 /// Whether a release with this status waits for the Platform (SPEC §30): its Ready reason is

@@ -95,6 +95,7 @@ fn prune_on_deletion_deletes_everything_owned_except_namespaces() {
     assert_eq!(
         r.awaited(),
         vec![
+            EffectKind::ListDependents,
             EffectKind::InspectStale,
             EffectKind::Prune,
             EffectKind::RemoveFinalizer
@@ -157,6 +158,7 @@ fn deletion_runs_even_when_suspended() {
     assert_eq!(
         r.awaited(),
         vec![
+            EffectKind::ListDependents,
             EffectKind::InspectStale,
             EffectKind::Prune,
             EffectKind::RemoveFinalizer
@@ -185,7 +187,11 @@ fn objects_not_ours_are_not_deleted() {
     // Nothing left to delete: no Prune effect at all.
     assert_eq!(
         r.awaited(),
-        vec![EffectKind::InspectStale, EffectKind::RemoveFinalizer]
+        vec![
+            EffectKind::ListDependents,
+            EffectKind::InspectStale,
+            EffectKind::RemoveFinalizer
+        ]
     );
 }
 
@@ -246,6 +252,7 @@ fn orphan_annotation_clears_inventory_and_lets_go() {
     assert_eq!(
         r.awaited(),
         vec![
+            EffectKind::ListDependents,
             EffectKind::CheckServiceAccount,
             EffectKind::PatchStatus,
             EffectKind::RemoveFinalizer

@@ -17,6 +17,7 @@ fn dep(name: &str) -> DependencyRef {
         name: name.into(),
         namespace: String::new(),
         kind: String::new(),
+        ..Default::default()
     }
 }
 
@@ -31,6 +32,7 @@ fn snapshot(name: &str, ready: &str, gen_: i64, observed: i64) -> ReleaseSnapsho
         observed_generation: observed,
         ready: ready.into(),
         depends_on: vec![],
+        deleting: false,
     }
 }
 
@@ -41,6 +43,7 @@ fn dependency_not_ready_is_soft_blocked() {
     let canned = Canned {
         deps: Ok(DependencyReport {
             releases: vec![snapshot("db", "False", 1, 1)],
+            objects: Vec::new(),
         }),
         ..Default::default()
     };
@@ -69,6 +72,7 @@ fn dependency_not_found_or_stale_generation_is_soft_blocked() {
                 snapshot("ready", "True", 2, 2),
                 snapshot("old", "True", 3, 2),
             ],
+            objects: Vec::new(),
         }),
         ..Default::default()
     };
@@ -116,7 +120,10 @@ fn dependency_cycle_stalls() {
         name: "web".into(),
     }];
     let canned = Canned {
-        deps: Ok(DependencyReport { releases: vec![db] }),
+        deps: Ok(DependencyReport {
+            releases: vec![db],
+            objects: Vec::new(),
+        }),
         ..Default::default()
     };
     let r = run_mr(&operator_cfg(), mr, &canned);
@@ -135,6 +142,7 @@ fn cross_namespace_dependency_denied() {
         name: "db".into(),
         namespace: "infra".into(),
         kind: String::new(),
+        ..Default::default()
     }];
     let r = run_mr(&operator_cfg(), mr.clone(), &Canned::default());
     assert_stall(

@@ -409,9 +409,33 @@ fn respond(effect: &Effect, r: &mut Rng) -> Option<InputKind> {
                                 observed_generation: *r.pick(&[1, 0, i64::MAX]),
                                 ready: (*r.pick(&["True", "False", ""])).into(),
                                 depends_on: vec![],
+                                deleting: false,
                             })
                         })
                         .collect(),
+                    objects: Vec::new(),
+                })
+            },
+        },
+        Effect::ListDependents { release } => InputKind::DependentsListed {
+            result: if fail {
+                Err(api_error(r))
+            } else {
+                Ok(DependencyReport {
+                    releases: (0..r.below(3))
+                        .map(|i| ReleaseSnapshot {
+                            key: opm_core::ReleaseKey {
+                                name: format!("dependent-{i}"),
+                                ..release.clone()
+                            },
+                            generation: 1,
+                            observed_generation: 1,
+                            ready: String::new(),
+                            depends_on: vec![release.clone()],
+                            deleting: r.one_in(2),
+                        })
+                        .collect(),
+                    objects: Vec::new(),
                 })
             },
         },

@@ -96,11 +96,13 @@ fn ready_dependencies_let_the_attempt_proceed() {
             name: "db".into(),
             namespace: String::new(),
             kind: String::new(),
+            ..Default::default()
         },
         DependencyRef {
             name: "net".into(),
             namespace: "infra".into(),
             kind: "Release".into(),
+            ..Default::default()
         },
     ];
     let db = ReleaseKey {
@@ -119,10 +121,12 @@ fn ready_dependencies_let_the_attempt_proceed() {
         observed_generation: 4,
         ready: "True".into(),
         depends_on: vec![],
+        deleting: false,
     };
     let canned = Canned {
         deps: Ok(DependencyReport {
             releases: vec![snap(db.clone()), snap(net.clone())],
+            objects: Vec::new(),
         }),
         ..Default::default()
     };
@@ -133,7 +137,9 @@ fn ready_dependencies_let_the_attempt_proceed() {
     let r = run_mr(&cfg, mr, &canned);
     assert_eq!(r.outcome, Outcome::Applied);
     match r.find(EffectKind::CheckDependencies) {
-        Some(Effect::CheckDependencies { namespace, refs }) => {
+        Some(Effect::CheckDependencies {
+            namespace, refs, ..
+        }) => {
             assert_eq!(namespace, "demo");
             assert_eq!(refs, &vec![db, net]);
         }

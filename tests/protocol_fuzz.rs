@@ -80,8 +80,32 @@ fn respond(effect: &Effect, c: u8) -> InputKind {
                                 "True".into()
                             },
                             depends_on: vec![],
+                            deleting: false,
                         })
                         .collect(),
+                    objects: Vec::new(),
+                })
+            },
+        },
+        Effect::ListDependents { release } => InputKind::DependentsListed {
+            result: if err {
+                Err(api_error(c))
+            } else {
+                Ok(DependencyReport {
+                    releases: (0..c % 3)
+                        .map(|i| ReleaseSnapshot {
+                            key: opm_core::ReleaseKey {
+                                name: format!("dependent-{i}"),
+                                ..release.clone()
+                            },
+                            generation: 1,
+                            observed_generation: 1,
+                            ready: String::new(),
+                            depends_on: vec![release.clone()],
+                            deleting: c.is_multiple_of(2),
+                        })
+                        .collect(),
+                    objects: Vec::new(),
                 })
             },
         },
@@ -235,6 +259,7 @@ fn object(case: &Case, now: Timestamp) -> ModuleRelease {
             name: "db".into(),
             namespace: String::new(),
             kind: String::new(),
+            ..Default::default()
         }];
     }
     c.timeout = Some("20s".into());

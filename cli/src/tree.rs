@@ -21,7 +21,19 @@ pub struct Tree {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drifted: Option<String>,
     pub depends_on: Vec<Dependency>,
+    /// While it is being deleted: the releases that depend on it, whose going its deletion
+    /// waits for (ordered teardown), as the operator judges them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<Dependent>,
     pub components: Vec<Component>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Dependent {
+    pub release: String,
+    /// It is being deleted itself.
+    pub deleting: bool,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -106,6 +118,17 @@ pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
     }
     let mut depends_on = Vec::new();
     for d in &obj.common().depends_on {
+        if !opm_core::deps::is_release_ref(d) {
+            depends_on.push(Dependency {
+                release: format!("{} {} {}", d.api_version, d.kind, d.name),
+                ready: if d.ready_expr.is_empty() {
+                    "ready when Current".to_string()
+                } else {
+                    format!("ready when {}", d.ready_expr)
+                },
+            });
+            continue;
+        }
         let dkey = opm_core::deps::key_of(&key, d);
         let ready = match releases::read(&s.client, &dkey).await {
             Ok(o) => ready_words(&o),
@@ -121,11 +144,37 @@ pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
         ready: ready_words(obj),
         drifted: drifted_message,
         depends_on,
+        waiting_for: waiting_for(s, obj).await?,
         components: by_component
             .into_iter()
             .map(|(name, objects)| Component { name, objects })
             .collect(),
     })
+}
+
+/// A deleting release's dependents that hold its deletion back (`opm_core::teardown`),
+/// listed as the user; none when it is not being deleted.
+async fn waiting_for(s: &Session, obj: &ReleaseObject) -> Result<Vec<Dependent>> {
+    if obj.meta().deletion_timestamp.is_none() {
+        return Ok(Vec::new());
+    }
+    let key = obj.key();
+    let report = opm_operator::steps::deps::dependents(s.client.clone())
+        .await
+        .map_err(|error| crate::error::CliError::Api {
+            what: "listing the releases that depend on it".into(),
+            error,
+        })?;
+    let own = opm_core::deps::release_keys(&key, &obj.common().depends_on);
+    // The operator's --allow-cross-namespace-refs is not known here: dependents in other
+    // namespaces are listed too (without the flag the operator does not wait for them).
+    Ok(opm_core::teardown::blockers(&key, &own, &report, true)
+        .into_iter()
+        .map(|b| Dependent {
+            release: releases::describe(&b.key),
+            deleting: b.deleting,
+        })
+        .collect())
 }
 
 async fn judge(
@@ -159,6 +208,13 @@ pub fn text(t: &Tree) -> String {
     let mut out = format!("{} ({})\n", t.release, t.ready);
     if let Some(d) = &t.drifted {
         out.push_str(&format!("Drifted: {d}\n"));
+    }
+    for w in &t.waiting_for {
+        let going = if w.deleting { " (deleting)" } else { "" };
+        out.push_str(&format!(
+            "Deletion waits for dependent {}{going}\n",
+            w.release
+        ));
     }
     let n = t.depends_on.len() + t.components.len();
     let mut i = 0;

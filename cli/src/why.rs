@@ -79,7 +79,16 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
     let counter = status.failure_counters.reconcile;
     let stalled = is_true(&status, ct::STALLED);
 
-    let (state, summary) = if obj.meta().deletion_timestamp.is_some() {
+    let (state, summary) = if obj.meta().deletion_timestamp.is_some()
+        && reason == Reason::DependentsExist
+    {
+        (
+            "Deleting",
+            format!(
+                "is being deleted and keeps its objects until the releases that depend on it are gone ({reason}): {message}"
+            ),
+        )
+    } else if obj.meta().deletion_timestamp.is_some() {
         (
             "Deleting",
             format!(
@@ -177,6 +186,13 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
     }
     if reason == Reason::DependenciesNotReady {
         for d in &obj.common().depends_on {
+            if !opm_core::deps::is_release_ref(d) {
+                triggers.push(format!(
+                    "the dependency {} {} {} becoming ready (checked every 30s)",
+                    d.api_version, d.kind, d.name
+                ));
+                continue;
+            }
             let dep = opm_core::deps::key_of(&key, d);
             // As written when not one we know (the release is stalled naming it).
             let kind = if d.kind.is_empty() {
@@ -189,6 +205,15 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
                 dep.display()
             ));
         }
+    }
+    if reason == Reason::DependentsExist {
+        triggers.push(
+            "each release that depends on it going away (deleted, its finalizer gone)".into(),
+        );
+        triggers.push(format!(
+            "the annotation {}: \"true\" (lets it go at once, its objects orphaned)",
+            opm_core::constants::ORPHAN_ANNOTATION
+        ));
     }
     if reason == Reason::HealthCheckFailed
         || reason == Reason::Progressing

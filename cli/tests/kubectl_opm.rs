@@ -1412,3 +1412,105 @@ async fn ensure_platform(client: &kube::Client) {
         Err(e) => panic!("creating the Platform: {e}"),
     }
 }
+
+/// A deletion that waits for a release depending on it (ordered teardown): `why` says so and
+/// what would let it go, `tree` names the dependent; the dependent's `tree` shows the
+/// edge to a dependency on an object that is not a release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn why_and_tree_show_the_dependents_a_deletion_waits_for() {
+    let (env, ns) = namespace().await;
+    let op = Operator::start(env, &ns.name).await;
+    create_mr(
+        &ns.client,
+        &module_release(&ns.name, "db", json!({}), json!({"prune": true})),
+    )
+    .await;
+    wait_for(
+        &ns.client,
+        "ModuleRelease",
+        &ns.name,
+        "db",
+        "db Ready",
+        is_ready,
+    )
+    .await;
+    create_mr(
+        &ns.client,
+        &module_release(
+            &ns.name,
+            "app",
+            json!({}),
+            json!({"prune": true, "dependsOn": [
+                {"name": "db"},
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "db-config",
+                 "readyExpr": "has(self.data)"}]}),
+        ),
+    )
+    .await;
+    wait_for(
+        &ns.client,
+        "ModuleRelease",
+        &ns.name,
+        "app",
+        "app Ready",
+        is_ready,
+    )
+    .await;
+    let r = opm(env, Some(&ns.name), &["tree", "mr/app"]).await;
+    assert_eq!(r.code, 0, "{r}");
+    assert!(
+        r.stdout
+            .contains("dependsOn v1 ConfigMap db-config (ready when has(self.data))"),
+        "{r}"
+    );
+
+    Api::<opm_core::api::ModuleRelease>::namespaced(ns.client.clone(), &ns.name)
+        .delete("db", &Default::default())
+        .await
+        .unwrap();
+    wait_for(
+        &ns.client,
+        "ModuleRelease",
+        &ns.name,
+        "db",
+        "db waiting for app",
+        |o| ready(o).1 == "DependentsExist",
+    )
+    .await;
+    let r = opm(env, Some(&ns.name), &["why", "mr/db"]).await;
+    assert_eq!(r.code, 0, "{r}");
+    assert!(
+        r.stdout.contains(&format!(
+            "is being deleted and keeps its objects until the releases that depend on it are gone (DependentsExist): waiting for dependents to be deleted: ModuleRelease {}/app;",
+            ns.name
+        )),
+        "{r}"
+    );
+    assert!(
+        r.stdout
+            .contains("- each release that depends on it going away (deleted, its finalizer gone)"),
+        "{r}"
+    );
+    assert!(
+        r.stdout.contains("opm.dev/force-delete-orphan: \"true\""),
+        "{r}"
+    );
+    let w = j(&opm(env, Some(&ns.name), &["why", "mr/db", "-o", "json"])
+        .await
+        .stdout);
+    assert_eq!(w["state"], "Deleting");
+    let r = opm(env, Some(&ns.name), &["tree", "mr/db"]).await;
+    assert_eq!(r.code, 0, "{r}");
+    assert!(
+        r.stdout.contains(&format!(
+            "Deletion waits for dependent ModuleRelease {}/app\n",
+            ns.name
+        )),
+        "{r}"
+    );
+    let t = j(&opm(env, Some(&ns.name), &["tree", "mr/db", "-o", "json"])
+        .await
+        .stdout);
+    assert_eq!(t["waitingFor"][0]["deleting"], false);
+    op.stop().await;
+}

@@ -86,6 +86,94 @@ fn stalled_render_then_a_new_source_revision_then_ready() {
 }
 
 #[test]
+fn a_chain_deleted_at_once_unwinds_from_its_leaf_and_a_cycle_never_waits() {
+    let file = example("ordered-teardown.yaml");
+    golden("ordered-teardown.txt", &ok(&["run", &file, "--quiet"]));
+    let doc = json("ordered-teardown.yaml");
+    let at = |a: &serde_json::Value| a["id"].as_u64().unwrap();
+    let deleted = |name: &str| {
+        attempts_of(&doc, name)
+            .into_iter()
+            .find(|a| a["reason"] == "Deleted")
+            .unwrap_or_else(|| panic!("{name} never let go"))
+    };
+    // db and api first wait for their dependents, naming them.
+    for (name, dependent) in [("db", "shop/api"), ("api", "shop/web")] {
+        let waited = attempts_of(&doc, name)
+            .into_iter()
+            .find(|a| a["reason"] == "DependentsExist")
+            .unwrap_or_else(|| panic!("{name} did not wait"));
+        assert_eq!(waited["atMs"], 10 * MIN);
+        let msg = waited["message"].as_str().unwrap();
+        assert!(
+            msg.starts_with(&format!(
+                "waiting for dependents to be deleted: ModuleRelease {dependent} (deleting);"
+            )),
+            "{msg}"
+        );
+    }
+    // Leaf first, each at once after the one that depended on it (no 30 s wait).
+    let (web, api, db) = (deleted("web"), deleted("api"), deleted("db"));
+    assert!(at(web) < at(api) && at(api) < at(db));
+    for a in [web, api, db] {
+        assert_eq!(a["atMs"], 10 * MIN, "{a}");
+    }
+    // The cycle: neither waits.
+    for name in ["ping", "pong"] {
+        assert!(
+            attempts_of(&doc, name)
+                .iter()
+                .all(|a| a["reason"] != "DependentsExist")
+        );
+        assert_eq!(deleted(name)["atMs"], 10 * MIN);
+    }
+    // The cache waits for its worker until the annotation lets it go, objects orphaned.
+    let cache = attempts_of(&doc, "cache");
+    assert!(
+        cache
+            .iter()
+            .filter(|a| a["atMs"].as_u64().unwrap() >= 10 * MIN
+                && a["atMs"].as_u64().unwrap() < 20 * MIN)
+            .all(|a| a["reason"] == "DependentsExist")
+    );
+    assert_eq!(deleted("cache")["atMs"], 20 * MIN);
+    assert_eq!(final_of(&doc, "worker")["deleted"], false);
+}
+
+#[test]
+fn a_release_waits_for_a_secret_and_a_custom_resource_ready_expression() {
+    let file = example("depends-on-objects.yaml");
+    golden("depends-on-objects.txt", &ok(&["run", &file, "--quiet"]));
+    let doc = json("depends-on-objects.yaml");
+    let app = attempts_of(&doc, "app");
+    let at = |a: &serde_json::Value| a["atMs"].as_u64().unwrap();
+    let message = |a: &serde_json::Value| a["message"].as_str().unwrap_or_default().to_string();
+    for a in &app {
+        let t = at(a);
+        if t < 2 * MIN {
+            assert_eq!(
+                message(a),
+                "waiting for dependency v1 Secret shop/db-credentials: not found"
+            );
+        } else if t < 4 * MIN {
+            assert!(message(a).ends_with("Database shop/main: not found"), "{a}");
+        } else if t < 6 * MIN {
+            assert!(message(a).ends_with("readyExpr is false"), "{a}");
+        }
+        if t < 6 * MIN {
+            assert_eq!(a["reason"], "DependenciesNotReady");
+            assert_eq!(a["requeueAfterMs"], 30_000, "re-checked every 30s");
+        }
+    }
+    let applied = app
+        .iter()
+        .find(|a| a["outcome"] == "applied")
+        .expect("applied");
+    assert_eq!(at(applied), 6 * MIN);
+    assert_eq!(final_of(&doc, "app")["ready"], "True");
+}
+
+#[test]
 fn opm_releases_wait_for_the_platform_then_converge_and_rerender_on_a_platform_change() {
     let file = example("missing-platform.yaml");
     golden("missing-platform.txt", &ok(&["run", &file, "--quiet"]));

@@ -136,25 +136,47 @@ pub struct SourceRef {
     pub namespace: String,
 }
 
-/// One `spec.dependsOn` entry.
+/// One `spec.dependsOn` entry: a release, or with `apiVersion` and `kind` any object.
 #[derive(
     Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Default, JsonSchema,
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": DEPENDENCY_API_VERSION_RULE,
+    "message": "a dependsOn entry of a kind other than ModuleRelease or Release needs apiVersion"
+}]))]
 pub struct DependencyRef {
-    /// Name of the release depended on.
+    /// Name of the release (or object) depended on.
     #[schemars(length(min = 1, max = bounds::NAME), pattern(DNS1123_SUBDOMAIN))]
     pub name: String,
     /// Its namespace; defaults to this release's (another namespace needs
-    /// `--allow-cross-namespace-refs`).
+    /// `--allow-cross-namespace-refs`). Ignored for a cluster-scoped kind.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = bounds::NAMESPACE), pattern(DNS1123_LABEL))]
     pub namespace: String,
-    /// `ModuleRelease` or `Release`; defaults to the depending release's own kind.
+    /// API version of an object that is not a release (`v1`,
+    /// `apiextensions.k8s.io/v1`, `example.com/v1`); empty for a release.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[schemars(length(max = 13), pattern(r"^(ModuleRelease|Release)?$"))]
+    #[schemars(length(max = bounds::API_VERSION), pattern(API_VERSION))]
+    pub api_version: String,
+    /// `ModuleRelease` or `Release` (the default: the depending release's own kind), or with
+    /// `apiVersion` the kind of any object (`Secret`, `CustomResourceDefinition`, …).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = bounds::KIND), pattern(r"^([A-Za-z][A-Za-z0-9]*)?$"))]
     pub kind: String,
+    /// A CEL expression over the object (as `self`, also named `dep`) that must be true
+    /// for the dependency to count as ready, e.g.
+    /// `self.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')`.
+    /// Without one, a release is ready at `Ready=True` for its generation and any other
+    /// object once its health is `Current` (existence, for kinds without a status).
+    /// Evaluated within the same step and memory bounds as `healthCheckExprs`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = bounds::EXPRESSION))]
+    pub ready_expr: String,
 }
+
+/// A `dependsOn` entry of another kind than the release kinds names its `apiVersion`.
+pub const DEPENDENCY_API_VERSION_RULE: &str = "!has(self.kind) || self.kind == '' || self.kind == 'ModuleRelease' || self.kind == 'Release' || (has(self.apiVersion) && self.apiVersion != '')";
 
 /// `spec.rollout`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]

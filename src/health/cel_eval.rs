@@ -213,7 +213,19 @@ impl Compiled {
         interrupt: Option<&AtomicBool>,
         stop_at: u64,
     ) -> (Result<bool, EvalError>, Spent) {
+        self.evaluate_as(obj, interrupt, stop_at, false)
+    }
+
+    /// [`Compiled::evaluate`], where `dep_alias` makes `dep` a second name of `self`.
+    pub(super) fn evaluate_as(
+        &self,
+        obj: &Value,
+        interrupt: Option<&AtomicBool>,
+        stop_at: u64,
+        dep_alias: bool,
+    ) -> (Result<bool, EvalError>, Spent) {
         let mut ev = Ev {
+            dep_alias,
             root: obj,
             vars: Vec::new(),
             spent: Spent::default(),
@@ -353,6 +365,8 @@ struct Ev<'a, 'c> {
     stop_at: u64,
     regexes: &'c Mutex<HashMap<String, Arc<regex::Regex>>>,
     depth: u32,
+    /// `dep` names the whole object too (a `dependsOn` entry's `readyExpr`, SPEC §32).
+    dep_alias: bool,
 }
 
 type R<'a> = Result<Val<'a>, EvalError>;
@@ -460,7 +474,7 @@ impl<'a> Ev<'a, '_> {
                 v => Ok(v.clone()),
             };
         }
-        if name == "self" {
+        if name == "self" || (self.dep_alias && name == "dep") {
             return Ok(json(self.root));
         }
         match self.root.get(name) {

@@ -345,3 +345,53 @@ impl HealthRules {
         self.rules.is_empty()
     }
 }
+
+/// A `dependsOn` entry's `readyExpr` (SPEC §32): CEL over the object, named `self` and
+/// `dep`, with the bounds of `healthCheckExprs` (SPEC §24: steps and bytes).
+pub struct ReadyExpr(Compiled);
+
+impl std::fmt::Debug for ReadyExpr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadyExpr")
+    }
+}
+
+/// Why a `readyExpr` gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadyExprError {
+    /// It failed on this object (a missing field, a wrong type): the object may not be
+    /// there yet, so the release waits.
+    Failed(String),
+    /// It ran out of its step or byte budget: it never will finish, whatever the object.
+    Stopped {
+        /// Steps taken when it stopped.
+        steps: u64,
+        /// Bytes allocated when it stopped.
+        bytes: u64,
+    },
+}
+
+impl ReadyExpr {
+    /// Compiles `src` (bounded in length and nesting like every expression of SPEC §24).
+    pub fn compile(src: &str) -> Result<ReadyExpr, String> {
+        compile_one(src).map(ReadyExpr)
+    }
+
+    /// Whether the expression is true of `obj`.
+    pub fn ready(&self, obj: &Value) -> Result<bool, ReadyExprError> {
+        let run = catch_unwind(AssertUnwindSafe(|| {
+            self.0.evaluate_as(obj, None, u64::MAX, true)
+        }));
+        match run {
+            Ok((Ok(b), _)) => Ok(b),
+            Ok((Err(EvalError::Failed(e)), _)) => Err(ReadyExprError::Failed(e.to_string())),
+            Ok((Err(EvalError::Stopped(_)), spent)) => Err(ReadyExprError::Stopped {
+                steps: spent.steps,
+                bytes: spent.bytes,
+            }),
+            Err(_) => Err(ReadyExprError::Failed(
+                "the evaluator failed on this object".to_string(),
+            )),
+        }
+    }
+}

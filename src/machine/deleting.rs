@@ -5,10 +5,11 @@ use crate::config::AllowOperatorIdentity;
 use crate::constants::FINALIZER;
 use crate::deletion::{self, Plan};
 use crate::effect::{Effect, EventType};
-use crate::input::ApiError;
+use crate::input::{ApiError, DependencyReport};
 use crate::object::ResourceId;
 use crate::outcome::{Failure, Outcome};
 use crate::reason::Reason;
+use crate::teardown;
 
 use super::{After, Attempt, Phase};
 
@@ -22,12 +23,7 @@ impl Attempt {
         } else {
             self.cfg.allow_operator_identity
         };
-        let count = self
-            .ctx
-            .persisted
-            .inventory
-            .as_ref()
-            .map_or(0, |i| i.entries.len());
+        let count = self.ctx.persisted_entries().len();
         let plan = deletion::plan(
             deletion::deletes(self.ctx.common.deletion_policy, self.ctx.common.prune),
             count,
@@ -35,14 +31,56 @@ impl Attempt {
             allow,
         );
         if plan == Plan::RemoveFinalizer {
+            // Nothing of ours is deleted: dependents lose nothing by our going first.
             return self.remove_finalizer();
         }
         if !self.ctx.cluster_read {
             return self.cluster_step(super::cluster::ClusterNext::Deletion);
         }
         if self.ctx.moved {
+            // The objects stay where they are: nothing a dependent needs is deleted.
             return self.deletion_elsewhere();
         }
+        self.phase = Phase::ListingDependents { plan };
+        self.out.push(Effect::ListDependents {
+            release: self.ctx.key.clone(),
+        });
+    }
+
+    /// SPEC §32: the releases that still depend on this one hold its deletion back.
+    pub(super) fn on_dependents(&mut self, plan: Plan, result: Result<DependencyReport, ApiError>) {
+        let report = match result {
+            Ok(r) => r,
+            Err(e) => {
+                return self.fail(Failure::transient(
+                    Reason::DependentsExist,
+                    format!("listing the releases that depend on this one failed: {e}"),
+                ));
+            }
+        };
+        let own_refs = crate::deps::release_keys(&self.ctx.key, &self.ctx.common.depends_on);
+        let blockers = teardown::blockers(
+            &self.ctx.key,
+            &own_refs,
+            &report,
+            self.cfg.allow_cross_namespace_refs,
+        );
+        if blockers.is_empty() {
+            return self.follow_plan(plan);
+        }
+        if deletion::orphan_requested(self.ctx.orphan_annotation.as_deref()) {
+            let count = self.ctx.persisted_entries().len();
+            let note = teardown::orphaned_message(count, &blockers);
+            self.event(EventType::Warning, Reason::OrphanedOnDeletion, &note);
+            let mut s = self.ctx.persisted.clone();
+            s.inventory = None;
+            return self.commit(s, After::RemoveFinalizer);
+        }
+        let message = teardown::waiting_message(&blockers);
+        self.fail(Failure::soft(Reason::DependentsExist, message));
+    }
+
+    fn follow_plan(&mut self, plan: Plan) {
         match plan {
             Plan::RemoveFinalizer => self.remove_finalizer(),
             Plan::ServiceAccountMissing => self.deletion_sa_missing(),

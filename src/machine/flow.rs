@@ -93,22 +93,46 @@ impl Attempt {
             return self.mark_and_source();
         }
         self.ctx.step = "dependencies";
-        let refs = match deps::resolve(&self.ctx.key, &self.ctx.common.depends_on).and_then(|r| {
-            deps::precheck(&self.ctx.key, &r, self.cfg.allow_cross_namespace_refs).map(|()| r)
-        }) {
-            Ok(r) => r,
-            Err(f) => return self.fail(f),
-        };
+        let resolved =
+            match deps::resolve(&self.ctx.key, &self.ctx.common.depends_on).and_then(|r| {
+                deps::precheck(
+                    &self.ctx.key,
+                    &r.releases,
+                    &r.objects,
+                    self.cfg.allow_cross_namespace_refs,
+                )
+                .map(|()| r)
+            }) {
+                Ok(r) => r,
+                Err(f) => return self.fail(f),
+            };
+        // Objects are read as the release's ServiceAccount; without one, only where the
+        // operator may act as itself (SPEC §15).
+        if !resolved.objects.is_empty()
+            && self.ctx.identity.is_none()
+            && self.cfg.allow_operator_identity == crate::config::AllowOperatorIdentity::Off
+        {
+            return self.fail(Failure::stalled(
+                Reason::ImpersonationFailed,
+                impersonation::NO_SERVICE_ACCOUNT,
+            ));
+        }
         self.out.push(Effect::CheckDependencies {
             namespace: self.ctx.key.namespace.clone(),
-            refs: refs.clone(),
+            refs: resolved.releases.clone(),
+            objects: resolved.objects.iter().map(|o| o.id.clone()).collect(),
+            identity: self.ctx.identity.clone(),
         });
-        self.phase = Phase::CheckingDependencies { refs };
+        self.phase = Phase::CheckingDependencies {
+            refs: resolved.releases,
+            objects: resolved.objects,
+        };
     }
 
     pub(super) fn on_dependencies(
         &mut self,
         refs: Vec<ReleaseKey>,
+        objects: Vec<deps::ObjectDependency>,
         result: Result<DependencyReport, ApiError>,
     ) {
         match result {
@@ -116,10 +140,20 @@ impl Attempt {
                 Reason::DependenciesNotReady,
                 format!("checking dependencies failed: {e}"),
             )),
-            Ok(report) => match deps::evaluate(&self.ctx.key, &refs, &report) {
-                Err(f) => self.fail(f),
-                Ok(()) => self.mark_and_source(),
-            },
+            Ok(report) => {
+                let reader = self
+                    .ctx
+                    .identity
+                    .as_ref()
+                    .map(|i| i.user.clone())
+                    .unwrap_or_else(|| "the operator".to_string());
+                match deps::evaluate(&self.ctx.key, &refs, &report)
+                    .and_then(|()| deps::objects::evaluate(&objects, &report.objects, &reader))
+                {
+                    Err(f) => self.fail(f),
+                    Ok(()) => self.mark_and_source(),
+                }
+            }
         }
     }
 

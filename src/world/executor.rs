@@ -236,13 +236,28 @@ impl World {
             Effect::RemoveFinalizer { finalizer } => InputKind::FinalizerRemoved {
                 result: match api_err {
                     Some(e) => Err(e),
-                    None => self.releases.remove_finalizer(key, finalizer),
+                    None => self.remove_release_finalizer(key, finalizer),
                 },
             },
-            Effect::CheckDependencies { namespace, refs } => InputKind::DependenciesChecked {
+            Effect::ListDependents { .. } => InputKind::DependentsListed {
                 result: match api_err {
                     Some(e) => Err(e),
-                    None => Ok(self.dependency_report(namespace, refs)),
+                    None => Ok(self.dependents_report()),
+                },
+            },
+            Effect::CheckDependencies {
+                namespace,
+                refs,
+                objects,
+                identity,
+            } => InputKind::DependenciesChecked {
+                result: match api_err {
+                    Some(e) => Err(e),
+                    None => {
+                        let mut report = self.dependency_report(namespace, refs);
+                        report.objects = self.read_objects(objects, identity.as_ref());
+                        Ok(report)
+                    }
                 },
             },
             Effect::ResolveSource { source } => {
@@ -496,6 +511,44 @@ impl World {
         }
     }
 
+    /// Every release with a `dependsOn`, in every namespace (SPEC §32), as the interpreter
+    /// lists them.
+    fn dependents_report(&self) -> DependencyReport {
+        DependencyReport {
+            releases: self
+                .releases
+                .with_depends_on()
+                .map(|(_, r)| crate::deps::snapshot(&r.object))
+                .collect(),
+            objects: Vec::new(),
+        }
+    }
+
+    /// Removes the finalizer; when that lets the release go, the releases it depended on
+    /// are re-triggered (a deletion waiting for its dependents, SPEC §32), as the
+    /// operator's watch does on the release's `Delete` event.
+    fn remove_release_finalizer(
+        &mut self,
+        key: &ReleaseKey,
+        finalizer: &str,
+    ) -> Result<(), ApiError> {
+        let refs: Vec<ReleaseKey> = self
+            .releases
+            .get(key)
+            .map(|o| crate::deps::release_keys(key, &o.common().depends_on))
+            .unwrap_or_default();
+        self.releases.remove_finalizer(key, finalizer)?;
+        if self.releases.get(key).is_none() {
+            for dep in refs {
+                if triggers::waits_for_dependents(self.releases.get(&dep).and_then(|o| o.status()))
+                {
+                    self.trigger(&dep, "dependentGone");
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn dependency_report(&self, namespace: &str, refs: &[ReleaseKey]) -> DependencyReport {
         let mut keys: BTreeSet<ReleaseKey> = self
             .releases
@@ -513,6 +566,7 @@ impl World {
                 .iter()
                 .filter_map(|k| self.releases.snapshot(k))
                 .collect(),
+            objects: Vec::new(),
         }
     }
 

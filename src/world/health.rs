@@ -77,6 +77,26 @@ impl World {
         InputKind::HealthRead { objects }
     }
 
+    /// Each `dependsOn` object (SPEC §32) as `identity` reads it: its JSON with the status
+    /// its controller would have written by now, `Ok(None)` when absent.
+    pub(super) fn read_objects(
+        &self,
+        ids: &[ResourceId],
+        identity: Option<&Impersonation>,
+    ) -> Vec<HealthObject> {
+        ids.iter()
+            .map(|id| HealthObject {
+                id: id.clone(),
+                result: self.authorize(identity, Verb::Get, id).map(|()| {
+                    self.store
+                        .get(id)
+                        .map(|o| self.with_status(id, o.manifest()))
+                }),
+                pods: Vec::new(),
+            })
+            .collect()
+    }
+
     /// Whether the object's rollout has come to its end (done or failed) by now: from then
     /// on its health read no longer changes with time, only with a new apply.
     pub(super) fn rollout_due(&self, id: &ResourceId) -> bool {

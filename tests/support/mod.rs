@@ -102,6 +102,8 @@ pub struct Canned {
     pub finalizer_added: Result<(), ApiError>,
     pub finalizer_removed: Result<(), ApiError>,
     pub deps: Result<DependencyReport, ApiError>,
+    /// The releases with a `dependsOn` a deleting release sees (SPEC §32); default: none.
+    pub dependents: Result<DependencyReport, ApiError>,
     pub source: Result<SourceArtifact, SourceError>,
     pub fetch: Option<Result<FetchedArtifact, FetchError>>,
     pub render: Result<RenderOutput, RenderError>,
@@ -169,6 +171,7 @@ impl Default for Canned {
             finalizer_added: Ok(()),
             finalizer_removed: Ok(()),
             deps: Ok(DependencyReport::default()),
+            dependents: Ok(DependencyReport::default()),
             source: Ok(SourceArtifact {
                 url: "http://127.0.0.1:9/app.tar.gz".into(),
                 revision: "v1@sha256:1111".into(),
@@ -214,6 +217,9 @@ impl Canned {
             },
             Effect::CheckDependencies { .. } => InputKind::DependenciesChecked {
                 result: self.deps.clone(),
+            },
+            Effect::ListDependents { .. } => InputKind::DependentsListed {
+                result: self.dependents.clone(),
             },
             Effect::ResolveSource { .. } => InputKind::SourceResolved {
                 result: self.source.clone(),

@@ -267,6 +267,26 @@ pub fn heal(w: &mut World) {
             grants: vec![],
         });
     }
+    // A deletion held back by a dependent that is not being deleted (SPEC §32) waits for
+    // as long as the dependent stays: on call, one lets it go with its objects orphaned
+    // (the recreated release adopts them again).
+    for k in release_keys() {
+        if w.release(&k)
+            .is_some_and(|o| o.meta().deletion_timestamp.is_some())
+            && release_keys().iter().any(|d| {
+                w.release(d).is_some_and(|o| {
+                    o.meta().deletion_timestamp.is_none()
+                        && opm_core::deps::depends_on(d, &o.common().depends_on, &k)
+                })
+            })
+        {
+            evs.push(WorldEvent::Annotate {
+                key: k.clone(),
+                name: opm_core::constants::ORPHAN_ANNOTATION.into(),
+                value: Some("true".into()),
+            });
+        }
+    }
     for k in release_keys() {
         let patch = if k.kind == Kind::Release {
             json!({"suspend": null, "path": "./app", "rollout": {"forceConflicts": true}, "driftDetection": {"mode": "Correct"}})

@@ -313,11 +313,46 @@ async fn attempt(stored: ReleaseObject, ctx: Arc<Ctx>) -> Option<Duration> {
 /// when the copy may predate our own last write).
 async fn reconcile(stored: ReleaseObject, ctx: Arc<Ctx>) -> Result<Option<Duration>, DriverError> {
     let key = stored.key();
+    // Read before the attempt takes the copy: usually empty, so nothing is allocated.
+    let depends_on = opm_core::deps::release_keys(&key, &stored.common().depends_on);
     let finished = driver::run_attempt_from(&ctx.rt, &key, Some(stored)).await?;
     if finished.turned_ready {
         trigger_dependents(&ctx, &key);
     }
+    if finished.reason == opm_core::reason::Reason::Deleted.as_str() {
+        trigger_waiting_dependencies(&ctx, &depends_on);
+    }
     Ok(finished.requeue_after)
+}
+
+/// A release let go of ([`triggers::waits_for_dependents`], SPEC §32): re-trigger each
+/// release it depended on whose deletion waits for its dependents, at once rather than at
+/// its 30-second re-check.
+fn trigger_waiting_dependencies(ctx: &Ctx, depends_on: &[ReleaseKey]) {
+    for dep in depends_on {
+        match dep.kind {
+            Kind::ModuleRelease => {
+                let at = ObjectRef::new(&dep.name).within(&dep.namespace);
+                let waits = ctx
+                    .mr_store
+                    .get(&at)
+                    .is_some_and(|r| triggers::waits_for_dependents(r.status.as_ref()));
+                if waits {
+                    let _ = ctx.mr_tx.unbounded_send(at);
+                }
+            }
+            Kind::Release => {
+                let at = ObjectRef::new(&dep.name).within(&dep.namespace);
+                let waits = ctx
+                    .rel_store
+                    .get(&at)
+                    .is_some_and(|r| triggers::waits_for_dependents(r.status.as_ref()));
+                if waits {
+                    let _ = ctx.rel_tx.unbounded_send(at);
+                }
+            }
+        }
+    }
 }
 
 /// A release turned Ready ([`triggers::retriggers_dependents`]): re-trigger every release

@@ -339,9 +339,13 @@ async fn execute_here(cx: &mut Cx<'_>, effect: &Effect) -> InputKind {
     match effect {
         Effect::AddFinalizer { finalizer } => finalizer::add(cx, finalizer).await,
         Effect::RemoveFinalizer { finalizer } => finalizer::remove(cx, finalizer).await,
-        Effect::CheckDependencies { namespace, refs } => {
-            dependencies::run(cx, namespace, refs).await
-        }
+        Effect::CheckDependencies {
+            namespace,
+            refs,
+            objects,
+            identity,
+        } => dependencies::run(cx, namespace, refs, objects, identity.as_ref()).await,
+        Effect::ListDependents { .. } => dependencies::dependents(cx).await,
         Effect::ResolveSource { source } => source::run(cx, source).await,
         Effect::FetchArtifact { url, digest, .. } => fetch::run(cx, url, digest).await,
         Effect::Render { request } => render::run(cx, request).await,

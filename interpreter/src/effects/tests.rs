@@ -14,6 +14,7 @@ fn timed_out(effect: &Effect) -> InputKind {
         Effect::AddFinalizer { .. } => finalizer::timed_out_add(),
         Effect::RemoveFinalizer { .. } => finalizer::timed_out_remove(),
         Effect::CheckDependencies { .. } => dependencies::timed_out(),
+        Effect::ListDependents { .. } => dependencies::timed_out_dependents(),
         Effect::ResolveSource { .. } => source::timed_out(),
         Effect::FetchArtifact { .. } => fetch::timed_out(),
         Effect::Render { .. } => render::timed_out(),
@@ -44,6 +45,7 @@ fn every_awaited_effect() -> Vec<Effect> {
         {"type": "addFinalizer", "finalizer": "f"},
         {"type": "removeFinalizer", "finalizer": "f"},
         {"type": "checkDependencies", "namespace": "a", "refs": [key]},
+        {"type": "listDependents", "release": key},
         {"type": "resolveSource", "source": {"apiVersion": "v1", "kind": "OCIRepository",
             "namespace": "a", "name": "s"}},
         {"type": "fetchArtifact", "url": "http://x/a.tgz", "digest": "sha256:0", "revision": "r"},
@@ -79,7 +81,9 @@ fn api_errors(answer: &InputKind) -> Vec<&ApiError> {
         InputKind::FinalizerAdded { result }
         | InputKind::FinalizerRemoved { result }
         | InputKind::StatusPatched { result } => errs(vec![result.as_ref().err()]),
-        InputKind::DependenciesChecked { result } => errs(vec![result.as_ref().err()]),
+        InputKind::DependenciesChecked { result } | InputKind::DependentsListed { result } => {
+            errs(vec![result.as_ref().err()])
+        }
         InputKind::ServiceAccountChecked { result } => errs(vec![result.as_ref().err()]),
         InputKind::KubeConfigRead {
             result: Err(opm_core::remote::KubeConfigError::Api { error }),

@@ -4,7 +4,7 @@
 
 pub(crate) mod apply;
 pub mod apply_policy;
-pub(crate) mod deps;
+pub mod deps;
 pub(crate) mod drift;
 pub mod events;
 pub(crate) mod finalizer;

@@ -4,6 +4,7 @@
 
 mod alerts;
 mod artifacts;
+mod depends_objects;
 mod drift_policies;
 mod events_webhook;
 mod failures;
@@ -30,4 +31,5 @@ mod remote;
 mod security;
 #[path = "../support/mod.rs"]
 mod support;
+mod teardown;
 mod values;

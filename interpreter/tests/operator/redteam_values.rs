@@ -94,8 +94,24 @@ async fn hostile_lists_and_names_are_refused_by_the_api_server() {
         ),
         (
             json!({"dependsOn": [{"name": "web", "kind": "Deployment"}]}),
+            "spec.dependsOn[0]",
+            "needs apiVersion",
+        ),
+        (
+            json!({"dependsOn": [{"name": "web", "apiVersion": "v1", "kind": "Config Map"}]}),
             "spec.dependsOn[0].kind",
             "should match",
+        ),
+        (
+            json!({"dependsOn": [{"name": "web", "apiVersion": "../v1", "kind": "ConfigMap"}]}),
+            "spec.dependsOn[0].apiVersion",
+            "should match",
+        ),
+        (
+            json!({"dependsOn": [{"name": "web", "apiVersion": "v1", "kind": "ConfigMap",
+                                  "readyExpr": "x".repeat(1025)}]}),
+            "spec.dependsOn[0].readyExpr",
+            "may not be more than 1024 bytes",
         ),
         (
             json!({"healthChecks": health_checks(33)}),

@@ -97,8 +97,7 @@ fn depending(name: &str, on: &str) -> ReleaseObject {
     let mut o = fixtures::module_release("demo", name, "example.com/modules/web@v0", "v0.2.1");
     fixtures::common_mut(&mut o).depends_on = vec![crate::api::DependencyRef {
         name: on.into(),
-        namespace: String::new(),
-        kind: String::new(),
+        ..Default::default()
     }];
     o
 }
