@@ -139,6 +139,8 @@ async fn a_release_waits_for_a_secret_a_crd_and_a_custom_resource_in_order() {
         started.elapsed()
     );
     let _ = crds.delete(&crd_name, &Default::default()).await;
+    // Every attempt, with the objects read and the expressions judged, replays.
+    assert!(op.replay_traces() > 0);
     op.stop().await;
 }
 
