@@ -10,7 +10,6 @@ use crate::api::ReleaseStatus;
 use crate::object::{DesiredObject, ReleaseKey, ResourceId};
 use crate::outcome::Outcome;
 use crate::reason::Reason;
-use crate::remote::RemoteCluster;
 
 /// One request from the core. See the crate docs for the drain rule.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -569,4 +568,17 @@ pub enum Metric {
         /// Time from the apply to every object healthy.
         duration: Duration,
     },
+}
+
+/// The cluster an object effect is sent to. Effects carry `Option<RemoteCluster>`, where
+/// `None` (also what older traces replay as) is the cluster the operator runs in.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteCluster {
+    /// `sha256:` of the kubeconfig bytes: the interpreter keeps one client and one set of
+    /// watches per digest, so a changed kubeconfig gets fresh ones.
+    pub digest: String,
+    /// The server URL of the kubeconfig's current context, without credentials: what
+    /// status, metrics and `kubectl opm` name the cluster by.
+    pub server: String,
 }

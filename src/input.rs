@@ -151,7 +151,7 @@ pub enum InputKind {
     /// Answer to `ReadKubeConfig`.
     KubeConfigRead {
         /// What the kubeconfig holds, or why it could not be read.
-        result: Result<crate::remote::KubeConfigFacts, crate::remote::KubeConfigError>,
+        result: Result<KubeConfigFacts, KubeConfigError>,
     },
     /// Answer to `AssessHealth`: one entry per target, in order.
     HealthRead {
@@ -694,5 +694,61 @@ pub enum InputError {
     NotObserved {
         /// The name of the input it was started with.
         got: &'static str,
+    },
+}
+
+/// What the interpreter found in a remote cluster's kubeconfig Secret (SPEC §31). Facts, no
+/// verdicts: `crate::remote` decides about them. Declared here, with the other inputs, so
+/// the rule module depends on the inputs and not the other way round.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeConfigFacts {
+    /// The key the kubeconfig was read from.
+    pub key: String,
+    /// `sha256:` of the kubeconfig bytes.
+    pub digest: String,
+    /// The server URL of the current context, as written.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub server: String,
+    /// Fields that run a command or name a file of the operator's filesystem, as paths
+    /// (`users[admin].user.exec`), in document order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub insecure: Vec<String>,
+}
+
+/// Why the kubeconfig could not be read.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum KubeConfigError {
+    /// The Secret does not exist.
+    #[error("Secret not found")]
+    SecretNotFound,
+    /// The Secret has none of the keys tried; `keys` are the ones it has.
+    #[error("key not found")]
+    KeyNotFound {
+        /// The Secret's keys (names only), for the message.
+        keys: Vec<String>,
+    },
+    /// The value is larger than the effect's `max_bytes`; it was not parsed.
+    #[error("too large: {bytes} bytes")]
+    TooLarge {
+        /// Its size.
+        bytes: u64,
+    },
+    /// The value is not a kubeconfig (or has no current context).
+    #[error("not a usable kubeconfig: {message}")]
+    Unparsable {
+        /// The parser's complaint (never the value itself).
+        message: String,
+    },
+    /// Reading the Secret failed.
+    #[error("{error}")]
+    Api {
+        /// The API error.
+        error: ApiError,
     },
 }

@@ -5,10 +5,10 @@
 //! digest, size, server and the fields that would run a command or read a file); every
 //! decision about them is made here, so traces and the simulated world see it.
 
-use serde::{Deserialize, Serialize};
-
 use crate::api::{Inventory, InventoryEntry, LeftBehind};
+pub use crate::effect::RemoteCluster;
 use crate::input::ApiError;
+pub use crate::input::{KubeConfigError, KubeConfigFacts};
 use crate::outcome::Failure;
 use crate::reason::Reason;
 
@@ -17,73 +17,6 @@ pub const DEFAULT_KEYS: [&str; 2] = ["value", "value.yaml"];
 
 /// At most this many entries are named in `status.leftBehind` (the count is exact).
 pub const LEFT_BEHIND_ENTRIES: usize = 50;
-
-/// The cluster an object effect is sent to. Effects carry `Option<RemoteCluster>`, where
-/// `None` (also what older traces replay as) is the cluster the operator runs in.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[serde(rename_all = "camelCase")]
-pub struct RemoteCluster {
-    /// `sha256:` of the kubeconfig bytes: the interpreter keeps one client and one set of
-    /// watches per digest, so a changed kubeconfig gets fresh ones.
-    pub digest: String,
-    /// The server URL of the kubeconfig's current context, without credentials: what
-    /// status, metrics and `kubectl opm` name the cluster by.
-    pub server: String,
-}
-
-/// What the interpreter found in the kubeconfig Secret. Facts, no verdicts.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct KubeConfigFacts {
-    /// The key the kubeconfig was read from.
-    pub key: String,
-    /// `sha256:` of the kubeconfig bytes.
-    pub digest: String,
-    /// The server URL of the current context, as written.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub server: String,
-    /// Fields that run a command or name a file of the operator's filesystem, as paths
-    /// (`users[admin].user.exec`), in document order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub insecure: Vec<String>,
-}
-
-/// Why the kubeconfig could not be read.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum KubeConfigError {
-    /// The Secret does not exist.
-    #[error("Secret not found")]
-    SecretNotFound,
-    /// The Secret has none of the keys tried; `keys` are the ones it has.
-    #[error("key not found")]
-    KeyNotFound {
-        /// The Secret's keys (names only), for the message.
-        keys: Vec<String>,
-    },
-    /// The value is larger than the effect's `max_bytes`; it was not parsed.
-    #[error("too large: {bytes} bytes")]
-    TooLarge {
-        /// Its size.
-        bytes: u64,
-    },
-    /// The value is not a kubeconfig (or has no current context).
-    #[error("not a usable kubeconfig: {message}")]
-    Unparsable {
-        /// The parser's complaint (never the value itself).
-        message: String,
-    },
-    /// Reading the Secret failed.
-    #[error("{error}")]
-    Api {
-        /// The API error.
-        error: ApiError,
-    },
-}
 
 /// `ns/name` (`key`) as messages name the Secret.
 fn describe(namespace: &str, name: &str, key: Option<&str>) -> String {

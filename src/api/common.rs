@@ -108,7 +108,17 @@ pub struct ModuleRef {
     /// A `kubernetes.io/dockerconfigjson` Secret in the release's namespace holding the
     /// registry credentials for this module's pull.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_ref: Option<super::values_from::LocalSecretRef>,
+    pub secret_ref: Option<LocalSecretRef>,
+}
+
+/// `spec.module.secretRef`: a `kubernetes.io/dockerconfigjson` Secret of the release's
+/// namespace with the registry's credentials.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalSecretRef {
+    /// Name of the Secret in the release's namespace (a DNS-1123 subdomain).
+    #[schemars(length(min = 1, max = bounds::NAME), pattern(DNS1123_SUBDOMAIN))]
+    pub name: String,
 }
 
 /// `spec.sourceRef` of a Release: a Flux source object.

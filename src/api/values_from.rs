@@ -3,6 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use super::common::LocalSecretRef;
 use super::common::{DNS1123_SUBDOMAIN, bounds};
 
 /// A ConfigMap or Secret data key (what the API server accepts as one).
@@ -73,14 +74,4 @@ impl ValuesReference {
             .filter(|k| !k.is_empty())
             .unwrap_or(DEFAULT_VALUES_KEY)
     }
-}
-
-/// `spec.module.secretRef`: a `kubernetes.io/dockerconfigjson` Secret of the release's
-/// namespace with the registry's credentials.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LocalSecretRef {
-    /// Name of the Secret in the release's namespace (a DNS-1123 subdomain).
-    #[schemars(length(min = 1, max = bounds::NAME), pattern(DNS1123_SUBDOMAIN))]
-    pub name: String,
 }
