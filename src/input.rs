@@ -143,10 +143,10 @@ pub enum InputKind {
     /// Answer to `ReadValues`: one result per reference, in order, and the credentials.
     ValuesRead {
         /// Each `valuesFrom` object's content, or why it could not be read, in spec order.
-        values: Vec<Result<crate::values_from::ValuesContent, ApiError>>,
+        values: Vec<Result<ValuesContent, ApiError>>,
         /// The `module.secretRef` Secret's credentials, when one was asked for.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        credentials: Option<Result<crate::values_from::CredentialsContent, ApiError>>,
+        credentials: Option<Result<CredentialsContent, ApiError>>,
     },
     /// Answer to `ReadKubeConfig`.
     KubeConfigRead {
@@ -750,5 +750,62 @@ pub enum KubeConfigError {
     Api {
         /// The API error.
         error: ApiError,
+    },
+}
+
+/// What the interpreter found for one `valuesFrom` entry.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum ValuesContent {
+    /// The key's content: with `targetPath` a string (the raw text), else the parsed
+    /// document. Strings from a Secret are `sha256:<hex>` digests.
+    Found {
+        /// The content, ready to merge under `values`.
+        value: Value,
+    },
+    /// The object does not exist.
+    ObjectMissing,
+    /// The object exists without the key.
+    KeyMissing,
+    /// The content is not valid YAML/JSON (or not UTF-8). `message` never quotes content:
+    /// it is a position at most.
+    Unparsable {
+        /// Where parsing stopped.
+        message: String,
+    },
+    /// Parsing stopped once this entry's content passed what was left of
+    /// `--max-values-bytes` (a YAML anchor bomb stops here, never expanded in full), or the
+    /// entry was not read because an earlier one passed it (`bytes` 0).
+    TooLarge {
+        /// The size of this entry counted before parsing stopped (the measure of
+        /// [`crate::values_from::size_of`]).
+        bytes: u64,
+    },
+}
+
+/// What the interpreter found for `module.secretRef` (SPEC §27).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum CredentialsContent {
+    /// A usable `kubernetes.io/dockerconfigjson` Secret; `digest` is `sha256:` of its
+    /// `.dockerconfigjson` bytes, the key under which the interpreter keeps them.
+    Found {
+        /// Where the interpreter keeps the bytes; only this reaches the core.
+        digest: String,
+    },
+    /// The Secret does not exist.
+    ObjectMissing,
+    /// Not of type `kubernetes.io/dockerconfigjson`, no `.dockerconfigjson` key, or not JSON.
+    Invalid {
+        /// What is wrong with it, never its content.
+        message: String,
     },
 }

@@ -81,11 +81,8 @@ pub struct DesiredObject {
     /// The object as sent to the API server.
     pub manifest: Value,
     /// Per-object policies the core read from the render and the ignore rules (SPEC §28).
-    #[serde(
-        default,
-        skip_serializing_if = "crate::policy::ObjectPolicy::is_default"
-    )]
-    pub policy: crate::policy::ObjectPolicy,
+    #[serde(default, skip_serializing_if = "ObjectPolicy::is_default")]
+    pub policy: ObjectPolicy,
 }
 
 impl DesiredObject {
@@ -204,5 +201,58 @@ impl ReleaseObject {
             namespace: self.meta().namespace.clone().unwrap_or_default(),
             name: self.meta().name.clone().unwrap_or_default(),
         }
+    }
+}
+
+/// How an object is applied (Flux's `ssa` values).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SsaPolicy {
+    /// Apply, taking fields as the release's `force` settings say.
+    #[default]
+    Override,
+    /// Apply without taking fields other managers own (never forced).
+    Merge,
+    /// Create when absent; never update.
+    IfNotPresent,
+    /// Never write (nor check for drift).
+    Ignore,
+}
+
+impl SsaPolicy {
+    pub(crate) fn parse(s: &str) -> Option<SsaPolicy> {
+        Some(match s {
+            "Override" => SsaPolicy::Override,
+            "Merge" => SsaPolicy::Merge,
+            "IfNotPresent" => SsaPolicy::IfNotPresent,
+            "Ignore" => SsaPolicy::Ignore,
+            _ => return None,
+        })
+    }
+}
+
+/// What the core decided for one object, carried with it into drift check and apply.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectPolicy {
+    #[serde(default, skip_serializing_if = "is_override")]
+    /// How the object is applied (`releases.opmodel.dev/ssa`).
+    pub ssa: SsaPolicy,
+    /// `releases.opmodel.dev/force: enabled`: an immutable-field error deletes and
+    /// recreates the object (UID precondition).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
+    /// JSON pointers of `driftDetection.ignore` rules that match this object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore: Vec<String>,
+}
+
+fn is_override(s: &SsaPolicy) -> bool {
+    *s == SsaPolicy::Override
+}
+
+impl ObjectPolicy {
+    /// No annotation or rule applies: the effect carries no policy at all.
+    pub fn is_default(&self) -> bool {
+        *self == ObjectPolicy::default()
     }
 }

@@ -10,12 +10,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api::{IgnoreRule, IgnoreTarget};
 use crate::fields;
 use crate::object::DesiredObject;
+pub use crate::object::{ObjectPolicy, SsaPolicy};
 use crate::outcome::Failure;
 use crate::reason::Reason;
 
@@ -27,59 +27,6 @@ pub const SSA_ANNOTATION: &str = "releases.opmodel.dev/ssa";
 pub const FORCE_ANNOTATION: &str = "releases.opmodel.dev/force";
 /// The value of [`FORCE_ANNOTATION`] that allows delete-and-recreate.
 pub const FORCE_ENABLED: &str = "enabled";
-
-/// How an object is applied (Flux's `ssa` values).
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum SsaPolicy {
-    /// Apply, taking fields as the release's `force` settings say.
-    #[default]
-    Override,
-    /// Apply without taking fields other managers own (never forced).
-    Merge,
-    /// Create when absent; never update.
-    IfNotPresent,
-    /// Never write (nor check for drift).
-    Ignore,
-}
-
-impl SsaPolicy {
-    fn parse(s: &str) -> Option<SsaPolicy> {
-        Some(match s {
-            "Override" => SsaPolicy::Override,
-            "Merge" => SsaPolicy::Merge,
-            "IfNotPresent" => SsaPolicy::IfNotPresent,
-            "Ignore" => SsaPolicy::Ignore,
-            _ => return None,
-        })
-    }
-}
-
-/// What the core decided for one object, carried with it into drift check and apply.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct ObjectPolicy {
-    #[serde(default, skip_serializing_if = "is_override")]
-    /// How the object is applied (`releases.opmodel.dev/ssa`).
-    pub ssa: SsaPolicy,
-    /// `releases.opmodel.dev/force: enabled`: an immutable-field error deletes and
-    /// recreates the object (UID precondition).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub force: bool,
-    /// JSON pointers of `driftDetection.ignore` rules that match this object.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ignore: Vec<String>,
-}
-
-fn is_override(s: &SsaPolicy) -> bool {
-    *s == SsaPolicy::Override
-}
-
-impl ObjectPolicy {
-    /// No annotation or rule applies: the effect carries no policy at all.
-    pub fn is_default(&self) -> bool {
-        *self == ObjectPolicy::default()
-    }
-}
 
 /// The Normal `Recreated` event's note.
 pub fn recreated_message(id: &crate::object::ResourceId) -> String {

@@ -10,12 +10,12 @@
 //! meaning in it (`: `, a leading `*`, `yes`) arrives as written; without it the content is
 //! a YAML or JSON mapping merged at the root.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::api::values_from::{ValuesKind, ValuesReference};
 use crate::effect::Impersonation;
 use crate::input::ApiError;
+pub use crate::input::{CredentialsContent, ValuesContent};
 use crate::outcome::Failure;
 use crate::reason::Reason;
 
@@ -23,39 +23,6 @@ use crate::reason::Reason;
 pub const MAX_TARGET_PATH: usize = 250;
 /// Deepest `targetPath` accepted, in segments.
 pub const MAX_TARGET_DEPTH: usize = 32;
-
-/// What the interpreter found for one `valuesFrom` entry.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum ValuesContent {
-    /// The key's content: with `targetPath` a string (the raw text), else the parsed
-    /// document. Strings from a Secret are `sha256:<hex>` digests.
-    Found {
-        /// The content, ready to merge under `values`.
-        value: Value,
-    },
-    /// The object does not exist.
-    ObjectMissing,
-    /// The object exists without the key.
-    KeyMissing,
-    /// The content is not valid YAML/JSON (or not UTF-8). `message` never quotes content:
-    /// it is a position at most.
-    Unparsable {
-        /// Where parsing stopped.
-        message: String,
-    },
-    /// Parsing stopped once this entry's content passed what was left of
-    /// `--max-values-bytes` (a YAML anchor bomb stops here, never expanded in full), or the
-    /// entry was not read because an earlier one passed it (`bytes` 0).
-    TooLarge {
-        /// The size of this entry counted before parsing stopped ([`size_of`]'s measure).
-        bytes: u64,
-    },
-}
 
 /// Every value counts at least this many bytes: roughly what it takes in memory, so a
 /// long list of tiny numbers cannot pass the cap by a factor of twenty.
@@ -121,29 +88,6 @@ pub fn check_size(
             total.max(max_bytes.saturating_add(1))
         ),
     ))
-}
-
-/// What the interpreter found for `module.secretRef` (SPEC §27).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum CredentialsContent {
-    /// A usable `kubernetes.io/dockerconfigjson` Secret; `digest` is `sha256:` of its
-    /// `.dockerconfigjson` bytes, the key under which the interpreter keeps them.
-    Found {
-        /// Where the interpreter keeps the bytes; only this reaches the core.
-        digest: String,
-    },
-    /// The Secret does not exist.
-    ObjectMissing,
-    /// Not of type `kubernetes.io/dockerconfigjson`, no `.dockerconfigjson` key, or not JSON.
-    Invalid {
-        /// What is wrong with it, never its content.
-        message: String,
-    },
 }
 
 /// A `targetPath` split into its keys: `.` separates, `\.` is a dot inside a key and `\\`
