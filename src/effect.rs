@@ -499,6 +499,10 @@ pub struct Deletion {
     /// Keep the object and drop its release labels: it is annotated `prune: disabled`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub orphan: bool,
+    /// Keep the object and resume it (`spec.suspend: false`, the uid as precondition): a
+    /// `pre-delete` hook Job, started by the deletion (SPEC §32).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resume: bool,
 }
 
 /// `Normal` or `Warning`.
