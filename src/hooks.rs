@@ -282,7 +282,12 @@ pub fn judge_apply_phase(
             Verdict::Apply
         };
     };
-    if !j.after_write && live_digest(live) != Some(j.render_digest) {
+    if live_digest(live) != Some(j.render_digest) {
+        // Read back before the write shows (a watch cache behind): never the old run's
+        // verdict.
+        if j.after_write {
+            return Verdict::Waiting("not yet updated".to_string());
+        }
         return if is_job(id) {
             Verdict::Recreate { uid: uid(live) }
         } else {
