@@ -32,6 +32,9 @@ pub(super) struct HookRun {
     pub(super) targets: Vec<ResourceId>,
     /// Hooks to apply once the Jobs to recreate are deleted.
     pub(super) apply: Vec<ResourceId>,
+    /// The uids this run deleted: read back (a watch cache behind), they are waited for,
+    /// never judged.
+    pub(super) deleted: Vec<String>,
 }
 
 /// The effect a hook run waits for.
@@ -127,6 +130,7 @@ impl Attempt {
             step: HookStep::Reading,
             targets,
             apply: Vec::new(),
+            deleted: Vec::new(),
         };
         if run.targets.is_empty() {
             return self.hooks_next(run);
@@ -189,6 +193,14 @@ impl Attempt {
                     continue;
                 }
             };
+            let gone_uid = live
+                .and_then(|l| l.pointer("/metadata/uid"))
+                .and_then(|u| u.as_str())
+                .is_some_and(|u| run.deleted.iter().any(|d| d == u));
+            if j.after_write && gone_uid {
+                waiting.push((o.id.clone(), "not yet updated".to_string()));
+                continue;
+            }
             let assessment = judge(o, &rules).assessment;
             let rendered_phase = self
                 .ctx
@@ -249,6 +261,7 @@ impl Attempt {
         }
         if !recreate.is_empty() {
             run.apply = apply;
+            run.deleted = recreate.iter().map(|d| d.uid.clone()).collect();
             run.step = HookStep::Deleting;
             self.out.push(Effect::Prune {
                 deletions: recreate,
