@@ -40,10 +40,15 @@ fn live_job(
 ) -> Result<Option<Value>, ApiError> {
     Ok(Some(json!({"apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "namespace": "demo", "uid": format!("uid-{name}"),
+            "labels": {"module-release.opmodel.dev/uuid": uuid()},
             "creationTimestamp": "2026-03-01T09:59:00Z",
             "annotations": {HOOK_ANNOTATION: hook, HOOK_DIGEST_ANNOTATION: digest}},
         "spec": {"suspend": false},
         "status": status})))
+}
+
+fn uuid() -> String {
+    opm_core::render_value::release_uuid(opm_core::Kind::ModuleRelease, "demo", "web")
 }
 
 fn complete() -> Value {
@@ -371,6 +376,27 @@ fn deletion_resumes_a_pre_delete_job_and_prunes_nothing_until_it_completes() {
     assert!(done.find(EffectKind::InspectStale).is_some());
     assert!(done.find(EffectKind::RemoveFinalizer).is_some());
     assert_eq!(done.reason, "Deleted");
+}
+
+#[test]
+fn deletion_never_resumes_a_job_another_release_owns() {
+    let (mut c, mr) = with_pre_delete();
+    let mut other = live_job("cleanup", "pre-delete", "sha256:x", json!({}));
+    if let Ok(Some(v)) = &mut other {
+        v["spec"]["suspend"] = json!(true);
+        v["metadata"]["labels"]["module-release.opmodel.dev/uuid"] = json!("someone-else");
+    }
+    c.health.insert("Job/cleanup".into(), other);
+    let r = run_mr(&operator_cfg(), mr, &c);
+    assert!(
+        r.effects.iter().all(
+            |e| !matches!(e, Effect::Prune { deletions, .. } if deletions.iter().any(|d| d.resume))
+        ),
+        "{:?}",
+        r.kinds()
+    );
+    // The prune's own guards then leave it alone too.
+    assert!(r.find(EffectKind::InspectStale).is_some());
 }
 
 #[test]

@@ -210,7 +210,17 @@ impl Attempt {
                 .and_then(|d| hooks::phase_of(&d.manifest));
             let verdict = match run.phase {
                 HookPhase::PreDelete => {
-                    if live.is_some_and(|l| hooks::phase_of(l) != Some(HookPhase::PreDelete)) {
+                    // Only a Job this release owns (its live uuid label; the inventory is a
+                    // status a tenant may write) and annotated pre-delete is run.
+                    let ours = |l: &serde_json::Value| {
+                        l.pointer("/metadata/labels")
+                            .and_then(|m| m.get(crate::constants::labels::RELEASE_UUID))
+                            .and_then(|u| u.as_str())
+                            == Some(self.ctx.uuid.as_str())
+                    };
+                    if live.is_some_and(|l| {
+                        hooks::phase_of(l) != Some(HookPhase::PreDelete) || !ours(l)
+                    }) {
                         continue;
                     }
                     hooks::judge_pre_delete(live, &assessment, &j)
