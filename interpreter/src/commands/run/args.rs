@@ -84,7 +84,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "32Mi", value_parser = crate::commands::size_flag::parse_positive_size)]
     pub max_render_bytes: u64,
     /// Most hooks (`releases.opmodel.dev/hook`) one render may carry; more is a stall
-    /// `RenderFailed` (SPEC §32).
+    /// `RenderFailed`.
     #[arg(long, default_value_t = opm_core::hooks::DEFAULT_MAX_HOOKS)]
     pub max_hooks: u64,
     /// Largest parsed `valuesFrom` content of one release (`4Mi`), all entries together;
