@@ -397,6 +397,9 @@ impl World {
                     if result.is_ok() {
                         self.store_writes += 1;
                     }
+                    if result.is_ok() && d.resume {
+                        self.note_applied(&d.id);
+                    }
                     if result.is_ok() && !d.orphan && !d.resume {
                         self.current.deleted.push(d.id.clone());
                     }
