@@ -174,14 +174,14 @@ pub fn extract(
                 Value::String(render_digest.to_string()),
             );
         }
-        if phase == HookPhase::PreDelete {
-            if let Some(m) = o.manifest.as_object_mut() {
-                let spec = m
-                    .entry("spec")
-                    .or_insert_with(|| Value::Object(Default::default()));
-                if let Some(s) = spec.as_object_mut() {
-                    s.insert("suspend".to_string(), Value::Bool(true));
-                }
+        if phase == HookPhase::PreDelete
+            && let Some(m) = o.manifest.as_object_mut()
+        {
+            let spec = m
+                .entry("spec")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(s) = spec.as_object_mut() {
+                s.insert("suspend".to_string(), Value::Bool(true));
             }
         }
     }

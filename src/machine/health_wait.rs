@@ -228,10 +228,10 @@ impl Attempt {
         match applied {
             Some(o) => self.success(o),
             None => {
-                if let Some(msg) = self.ctx.healthy_message.take() {
-                    if !self.was_healthy() {
-                        self.event(EventType::Normal, Reason::ReconciliationSucceeded, &msg);
-                    }
+                if let Some(msg) = self.ctx.healthy_message.take()
+                    && !self.was_healthy()
+                {
+                    self.event(EventType::Normal, Reason::ReconciliationSucceeded, &msg);
                 }
                 self.noop_exit()
             }
