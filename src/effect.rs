@@ -144,7 +144,9 @@ pub enum Effect {
         cluster: Option<RemoteCluster>,
     },
     /// DELETE each object, in order, with a UID precondition, as `identity`, continuing
-    /// past errors. Awaited: `Pruned`.
+    /// past errors (an `orphan` one loses its release labels, a `resume` one, a suspended
+    /// `pre-delete` hook Job, is resumed instead). Also how a hook Job is deleted before
+    /// it is created again (SPEC §32). Awaited: `Pruned`.
     Prune {
         /// The objects that passed the guards, in reverse apply order.
         deletions: Vec<Deletion>,
