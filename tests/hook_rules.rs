@@ -477,3 +477,50 @@ fn hooks_are_not_drift_checked() {
     assert!(!objects.is_empty());
     let _ = ResourceId::default();
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+    /// Whatever the pre-apply Job's live state, the rest of the release is written only
+    /// when that Job is complete for this render, and a Job is only ever deleted by the
+    /// uid that was read.
+    #[test]
+    fn nothing_else_is_written_before_the_pre_apply_job_completed_for_this_render(
+        state in 0u8..6,
+        retry in proptest::bool::ANY,
+    ) {
+        let mut c = canned_with(json!({"migrate": job("migrate", "pre-apply")}));
+        let d = render_digest(&c);
+        let old = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+        let live = match state {
+            0 => Ok(None),
+            1 => live_job("migrate", "pre-apply", &d, complete()),
+            2 => live_job("migrate", "pre-apply", old, complete()),
+            3 => live_job("migrate", "pre-apply", &d, failed()),
+            4 => live_job("migrate", "pre-apply", &d, json!({"startTime": "2026-03-01T09:59:30Z", "active": 1})),
+            _ => live_job("migrate", "pre-apply", &d, json!({"startTime": "2026-03-01T09:00:00Z", "active": 1})),
+        };
+        c.health.insert("Job/migrate".into(), live);
+        let mut mr = module_release();
+        if retry {
+            let first = run_mr(&operator_cfg(), module_release(), &c);
+            mr.status = Some(first.status.clone());
+        }
+        let start = if retry { t0().checked_add(secs(3600)).unwrap() } else { t0() };
+        let r = run(&operator_cfg(), opm_core::ReleaseObject::ModuleRelease(mr), &c, start);
+        let main_written = applied_names(&r).iter().any(|a| a.contains(&"web".to_string()));
+        if main_written {
+            proptest::prop_assert_eq!(state, 1, "{:?}", r.kinds());
+        }
+        // The first attempt (no status yet) that sees it complete goes on at once.
+        if state == 1 && !retry {
+            proptest::prop_assert!(main_written, "{:?}", r.kinds());
+        }
+        for e in &r.effects {
+            if let Effect::Prune { deletions, .. } = e {
+                for del in deletions {
+                    proptest::prop_assert_eq!(&del.uid, "uid-migrate");
+                }
+            }
+        }
+    }
+}

@@ -1531,7 +1531,14 @@ async fn tree_and_diff_show_the_hook_phase() {
             "migrate": hook("migrate", "pre-apply", v),
             "smoke": hook("smoke", "post-apply", "1")}})
     };
-    publish(&server, &ns.client, &ns.name, "src", &package_files(&pkg("1"))).await;
+    publish(
+        &server,
+        &ns.client,
+        &ns.name,
+        "src",
+        &package_files(&pkg("1")),
+    )
+    .await;
     let op = Operator::start(env, &ns.name).await;
     create_rel(
         &ns.client,
@@ -1543,17 +1550,22 @@ async fn tree_and_diff_show_the_hook_phase() {
     let r = opm(env, Some(&ns.name), &["tree", "rel/hooks"]).await;
     assert_eq!(r.code, 0, "{r}");
     assert!(
-        r.stdout
-            .contains(&format!("ConfigMap/{}/migrate [pre-apply hook]: Current", ns.name)),
+        r.stdout.contains(&format!(
+            "ConfigMap/{}/migrate [pre-apply hook]: Current",
+            ns.name
+        )),
+        "{r}"
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "ConfigMap/{}/smoke [post-apply hook]: Current",
+            ns.name
+        )),
         "{r}"
     );
     assert!(
         r.stdout
-            .contains(&format!("ConfigMap/{}/smoke [post-apply hook]: Current", ns.name)),
-        "{r}"
-    );
-    assert!(
-        r.stdout.contains(&format!("ConfigMap/{}/a: Current", ns.name)),
+            .contains(&format!("ConfigMap/{}/a: Current", ns.name)),
         "{r}"
     );
     let r = opm(env, Some(&ns.name), &["tree", "rel/hooks", "-o", "json"]).await;
