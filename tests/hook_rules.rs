@@ -279,6 +279,8 @@ fn a_post_apply_hook_runs_after_everything_else_is_healthy() {
             "waiting for 1 post-apply hook(s): Job/demo/smoke (not found)"
         )
     );
+    // Everything else is healthy, and Healthy says so while the hook runs.
+    assert_eq!(r.cond3("Healthy").unwrap().0, "True");
     // The main apply is recorded: the next attempt is a NoOp that reads the hook again.
     assert!(!r.status.last_applied_render_digest.is_empty());
     let mut mr = module_release();

@@ -204,7 +204,7 @@ impl Attempt {
         }
         let msg = summary.waiting_message();
         let remaining = timeout.saturating_sub(waited).max(Duration::from_secs(1));
-        self.progressing(applied, &msg, wait_requeue(waited).min(remaining));
+        self.progressing(applied, &msg, wait_requeue(waited).min(remaining), true);
     }
 
     fn was_healthy(&self) -> bool {
@@ -281,8 +281,16 @@ impl Attempt {
     }
 
     /// Waiting for health (SPEC §4): `Ready=Unknown/Progressing`, `Healthy` likewise.
-    pub(super) fn progressing(&mut self, applied: Option<Outcome>, msg: &str, requeue: Duration) {
-        let waits = self.ctx.common.waits();
+    /// `health`: the wait is for the objects' health (`Healthy` says so too); a wait for
+    /// `post-apply` hooks keeps the `Healthy` the health wait just decided.
+    pub(super) fn progressing(
+        &mut self,
+        applied: Option<Outcome>,
+        msg: &str,
+        requeue: Duration,
+        health: bool,
+    ) {
+        let waits = self.ctx.common.waits() && health;
         let c = &mut self.ctx.conds;
         c.set(ct::READY, UNKNOWN, Reason::Progressing, msg);
         if waits {

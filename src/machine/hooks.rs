@@ -297,7 +297,8 @@ impl Attempt {
         if !waiting.is_empty() {
             let msg = hooks::waiting_message(run.phase, &waiting);
             let requeue = HOOK_REQUEUE.min(self.remaining(self.now).max(Duration::from_secs(1)));
-            return self.progressing(run.applied, &msg, requeue);
+            let health = run.phase != HookPhase::PostApply;
+            return self.progressing(run.applied, &msg, requeue, health);
         }
         self.hooks_next(run)
     }
