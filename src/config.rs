@@ -78,6 +78,13 @@ pub struct Config {
     /// the interpreter does not parse it.
     #[serde(default = "default_max_kubeconfig_bytes")]
     pub max_kubeconfig_bytes: u64,
+    /// `--max-hooks` (SPEC §24, §32): more hooks in one render stall `RenderFailed`.
+    #[serde(default = "default_max_hooks")]
+    pub max_hooks: u64,
+}
+
+fn default_max_hooks() -> u64 {
+    crate::hooks::DEFAULT_MAX_HOOKS
 }
 
 /// SPEC §24 default of `--max-kubeconfig-bytes` (64 KiB).
@@ -131,6 +138,7 @@ impl Default for Config {
             max_values_bytes: DEFAULT_MAX_VALUES_BYTES,
             allow_insecure_kubeconfig: false,
             max_kubeconfig_bytes: DEFAULT_MAX_KUBECONFIG_BYTES,
+            max_hooks: crate::hooks::DEFAULT_MAX_HOOKS,
         }
     }
 }

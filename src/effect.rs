@@ -144,7 +144,9 @@ pub enum Effect {
         cluster: Option<RemoteCluster>,
     },
     /// DELETE each object, in order, with a UID precondition, as `identity`, continuing
-    /// past errors. Awaited: `Pruned`.
+    /// past errors (an `orphan` one loses its release labels, a `resume` one, a suspended
+    /// `pre-delete` hook Job, is resumed instead). Also how a hook Job is deleted before
+    /// it is created again (SPEC §32). Awaited: `Pruned`.
     Prune {
         /// The objects that passed the guards, in reverse apply order.
         deletions: Vec<Deletion>,
@@ -499,6 +501,10 @@ pub struct Deletion {
     /// Keep the object and drop its release labels: it is annotated `prune: disabled`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub orphan: bool,
+    /// Keep the object and resume it (`spec.suspend: false`, the uid as precondition): a
+    /// `pre-delete` hook Job, started by the deletion (SPEC §32).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resume: bool,
 }
 
 /// `Normal` or `Warning`.

@@ -115,6 +115,7 @@ pub mod exits;
 pub mod fairness;
 pub mod fields;
 pub mod health;
+pub mod hooks;
 pub mod impersonation;
 pub mod input;
 pub mod inventory;

@@ -23,6 +23,7 @@ mod exit;
 mod flow;
 mod health_read;
 mod health_wait;
+mod hooks;
 mod suspend;
 mod values;
 
@@ -91,6 +92,10 @@ enum Phase {
     ListingDependents {
         plan: crate::deletion::Plan,
     },
+    /// Running the hooks of a phase (SPEC §32).
+    Hooks {
+        run: hooks::HookRun,
+    },
 }
 
 /// What follows a successful status patch.
@@ -129,6 +134,7 @@ impl Phase {
             Phase::AssessingHealth { .. } => "healthRead",
             Phase::AwaitingTermination => "terminationAwaited",
             Phase::ListingDependents { .. } => "dependentsListed",
+            Phase::Hooks { run } => run.step.awaits(),
             Phase::Finished => return None,
             Phase::CheckingServiceAccountForValues => "serviceAccountChecked",
             Phase::ReadingValues => "valuesRead",
@@ -310,6 +316,9 @@ impl Attempt {
             (Phase::ListingDependents { plan }, I::DependentsListed { result }) => {
                 self.on_dependents(plan, result)
             }
+            (Phase::Hooks { run }, I::HealthRead { objects }) => self.on_hooks_read(run, objects),
+            (Phase::Hooks { run }, I::Pruned { results }) => self.on_hooks_written(run, results),
+            (Phase::Hooks { run }, I::Applied { report }) => self.on_hooks_applied(run, report),
             // `step` matched the input name against the phase, so this arm is never taken;
             // restoring the phase keeps the machine usable if that check ever changes.
             (phase, _) => self.phase = phase,

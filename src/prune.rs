@@ -78,6 +78,7 @@ pub fn decide(
                         id: target.clone(),
                         uid: meta.uid.clone(),
                         orphan: orphan.contains(target),
+                        resume: false,
                     });
                 } else {
                     d.not_ours.push(target.clone());

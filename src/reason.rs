@@ -94,6 +94,8 @@ pub enum Reason {
     ClusterChanged,
     /// A deleting release waits for the releases that depend on it to go first (SPEC §32).
     DependentsExist,
+    /// A hook failed, or was not done within `timeout` (SPEC §32); transient.
+    HookFailed,
     /// The caller broke the drain rule: an attempt started from anything but `Observed`.
     /// Only ever in `Done`, never in a condition or an event.
     InvalidInput,
@@ -101,7 +103,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in declaration order: for parsing and for tests that must see them all.
-    pub const ALL: [Reason; 41] = [
+    pub const ALL: [Reason; 42] = [
         Reason::Progressing,
         Reason::ReconciliationSucceeded,
         Reason::Suspended,
@@ -142,6 +144,7 @@ impl Reason {
         Reason::ClusterUnreachable,
         Reason::ClusterChanged,
         Reason::DependentsExist,
+        Reason::HookFailed,
         Reason::InvalidInput,
     ];
 
@@ -188,6 +191,7 @@ impl Reason {
             Reason::ClusterUnreachable => "ClusterUnreachable",
             Reason::ClusterChanged => "ClusterChanged",
             Reason::DependentsExist => "DependentsExist",
+            Reason::HookFailed => "HookFailed",
             Reason::InvalidInput => "InvalidInput",
         }
     }
@@ -206,6 +210,7 @@ impl Reason {
             PruneFailed | Pruned | PruneSkipped => "Prune",
             DriftDetected => "DriftCheck",
             HealthCheckFailed => "Health",
+            HookFailed => "Hook",
             DeletionSAMissing | OrphanedOnDeletion | Deleted | DependentsExist => "Delete",
             InvalidKubeConfig | ClusterUnreachable | ClusterChanged => "Connect",
             Progressing
@@ -280,7 +285,7 @@ mod tests {
 
     /// Every reason, its SPEC name and its event action. Written out by hand so that a
     /// renamed variant or a changed action fails here, not on a user's dashboard.
-    const SPEC: [(Reason, &str, &str); 41] = [
+    const SPEC: [(Reason, &str, &str); 42] = [
         (Reason::Progressing, "Progressing", "Reconcile"),
         (
             Reason::ReconciliationSucceeded,
@@ -333,6 +338,7 @@ mod tests {
         (Reason::ClusterUnreachable, "ClusterUnreachable", "Connect"),
         (Reason::ClusterChanged, "ClusterChanged", "Connect"),
         (Reason::DependentsExist, "DependentsExist", "Delete"),
+        (Reason::HookFailed, "HookFailed", "Hook"),
         (Reason::InvalidInput, "InvalidInput", "Reconcile"),
     ];
 

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use opm_core::constants::FIELD_MANAGER;
+use opm_core::hooks;
 use opm_core::input::{ApiError, InputKind, LiveMeta, LiveObject};
 use opm_core::{
     DesiredObject, ReleaseKey, ReleaseObject, ResourceId, inventory, ownership, policy,
@@ -90,6 +91,8 @@ pub async fn run(s: &Session, key: &ReleaseKey, opts: &DiffOpts) -> Result<Repor
     .map_err(fail)?;
     let mut objects =
         render_value::build_owned(exported, &cluster_scoped, &release_id).map_err(fail)?;
+    // As the operator: the render digest before the policies are stripped, stamped on hooks.
+    let render_digest = opm_core::digest::render(objects.iter().map(|o| &o.manifest));
     ownership::strip_policies(&mut objects);
     let ignore_rules = obj
         .common()
@@ -98,6 +101,7 @@ pub async fn run(s: &Session, key: &ReleaseKey, opts: &DiffOpts) -> Result<Repor
         .map(|d| d.ignore.clone())
         .unwrap_or_default();
     policy::extract(&mut objects, &ignore_rules).map_err(fail)?;
+    hooks::extract(&mut objects, hooks::DEFAULT_MAX_HOOKS, &render_digest).map_err(fail)?;
     objects.sort_by(|a, b| {
         render_value::apply_order_key(&a.id).cmp(&render_value::apply_order_key(&b.id))
     });
@@ -232,6 +236,21 @@ fn forbidden_or(identity: &str, what: &str, err: &kube::Error, secrets: &SecretT
     }
 }
 
+fn hook_of(o: &DesiredObject) -> String {
+    hooks::phase_of(&o.manifest)
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default()
+}
+
+/// When a hook of `phase` runs, in a user's words.
+fn hook_words(phase: hooks::HookPhase) -> &'static str {
+    match phase {
+        hooks::HookPhase::PreApply => "runs before the rest is applied",
+        hooks::HookPhase::PostApply => "runs once the rest is healthy",
+        hooks::HookPhase::PreDelete => "created suspended; runs when the release is deleted",
+    }
+}
+
 async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<()> {
     use opm_core::policy::SsaPolicy;
     let api =
@@ -348,17 +367,25 @@ async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<
     match live {
         None => report.created.push(Noted {
             id: o.id.clone(),
-            note: String::new(),
+            note: hooks::phase_of(&o.manifest)
+                .map(|p| format!("{p} hook: {}", hook_words(p)))
+                .unwrap_or_default(),
         }),
         Some(l) => {
             let fields = field_changes(&o.id, &l, &dry, &o.policy.ignore, &scrub);
             if fields.is_empty() {
                 report.unchanged += 1;
             } else {
+                // SPEC §32: a hook Job of another render is deleted and run again.
+                let rerun = hooks::is_job(&o.id)
+                    && hooks::phase_of(&o.manifest).is_some()
+                    && hooks::live_digest(&l) != hooks::live_digest(&o.manifest);
                 report.changed.push(Changed {
                     id: o.id.clone(),
                     fields,
-                    recreate: None,
+                    recreate: rerun
+                        .then(|| format!("a {} hook Job of another render runs again", hook_of(o))),
+                    hook: hook_of(o),
                 });
             }
         }
@@ -396,6 +423,7 @@ fn refusal(
                 id: o.id.clone(),
                 fields: Vec::new(),
                 recreate: Some(format!("{message} (releases.opmodel.dev/force: enabled)")),
+                hook: hook_of(o),
             });
             Ok(())
         }

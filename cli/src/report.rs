@@ -36,6 +36,9 @@ pub struct Changed {
     /// `releases.opmodel.dev/force: enabled`, SPEC §28).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recreate: Option<String>,
+    /// Its hook phase (SPEC §32), empty for an ordinary object.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hook: String,
 }
 
 #[derive(Debug, Serialize, PartialEq, Clone)]
@@ -196,6 +199,9 @@ pub fn text(r: &Report) -> String {
     }
     for c in &r.changed {
         out.push_str(&format!("~ {}", c.id.display()));
+        if !c.hook.is_empty() {
+            out.push_str(&format!(" [{} hook]", c.hook));
+        }
         if let Some(why) = &c.recreate {
             out.push_str(&format!(" (would be deleted and recreated: {why})"));
         }
@@ -249,6 +255,41 @@ mod tests {
     }
 
     #[test]
+    fn hooks_show_their_phase() {
+        let job = ResourceId {
+            group: "batch".into(),
+            kind: "Job".into(),
+            namespace: "demo".into(),
+            name: "migrate".into(),
+            version: "v1".into(),
+        };
+        let t = text(&Report {
+            created: vec![Noted {
+                id: job.clone(),
+                note: "pre-apply hook: runs before the rest is applied".into(),
+            }],
+            changed: vec![Changed {
+                id: ResourceId {
+                    name: "smoke".into(),
+                    ..job
+                },
+                fields: vec![],
+                recreate: Some("a post-apply hook Job of another render runs again".into()),
+                hook: "post-apply".into(),
+            }],
+            ..Default::default()
+        });
+        assert!(
+            t.contains("+ Job/demo/migrate (pre-apply hook: runs before the rest is applied)\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("~ Job/demo/smoke [post-apply hook] (would be deleted and recreated: a post-apply hook Job of another render runs again)"),
+            "{t}"
+        );
+    }
+
+    #[test]
     fn secret_values_are_changed_never_shown() {
         let live = json!({"metadata": {"name": "x"}, "data": {"pw": "b2xk", "same": "c2FtZQ=="}});
         let dry = json!({"metadata": {"name": "x"}, "data": {"pw": "bmV3", "same": "c2FtZQ=="}});
@@ -267,6 +308,7 @@ mod tests {
                 id: id("Secret"),
                 fields: f,
                 recreate: None,
+                hook: String::new(),
             }],
             ..Default::default()
         });

@@ -62,6 +62,10 @@ pub struct Node {
     /// Named by the operator's last drift check.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub drifted: bool,
+    /// The hook phase (SPEC §32: `pre-apply`, `post-apply`, `pre-delete`) its live
+    /// `releases.opmodel.dev/hook` annotation names; empty for an ordinary object.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub hook: String,
 }
 
 /// Whether the `Drifted` message (`opm_core::drift::detailed_message`: "N resource(s)
@@ -102,7 +106,7 @@ pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
     let mut by_component: BTreeMap<String, Vec<Node>> = BTreeMap::new();
     for e in status.inventory.iter().flat_map(|i| i.entries.iter()) {
         let id = ResourceId::from_entry(e);
-        let (health, message) = judge(s, &resolver, &id, &rules).await;
+        let (health, message, hook) = judge(s, &resolver, &id, &rules).await;
         let drifted = drifted_message.as_deref().is_some_and(|m| named_in(m, &id));
         let component = if e.component.is_empty() {
             "(none)".to_string()
@@ -114,6 +118,7 @@ pub async fn build(s: &Session, obj: &ReleaseObject) -> Result<Tree> {
             health,
             message,
             drifted,
+            hook,
         });
     }
     let mut depends_on = Vec::new();
@@ -182,25 +187,37 @@ async fn judge(
     resolver: &opm_operator::kube::discovery::Resolver,
     id: &ResourceId,
     rules: &HealthRules,
-) -> (String, String) {
+) -> (String, String, String) {
     let api = match opm_operator::kube::dynamic::api_for(s.client.clone(), resolver, id).await {
         Ok(a) => a,
-        Err(e) => return ("Unknown".into(), e.to_string()),
+        Err(e) => return ("Unknown".into(), e.to_string(), String::new()),
     };
     match api.get_opt(&id.name).await {
         Ok(Some(live)) => {
-            let a = health::assess(&opm_operator::kube::dynamic::to_value(&live), rules);
-            (a.status.as_str().to_string(), a.message)
+            let v = opm_operator::kube::dynamic::to_value(&live);
+            let a = health::assess(&v, rules);
+            let hook = hook_phase(&v);
+            (a.status.as_str().to_string(), a.message, hook)
         }
         Ok(None) => (
             "Absent".into(),
             "in the inventory, not in the cluster".into(),
+            String::new(),
         ),
         Err(e) => (
             "Unknown".into(),
             opm_operator::kube::api_error::from_kube(&e).to_string(),
+            String::new(),
         ),
     }
+}
+
+/// The hook phase of a live object, only when it is one the operator knows (a tenant's
+/// other values never reach the terminal).
+pub fn hook_phase(v: &serde_json::Value) -> String {
+    opm_core::hooks::phase_of(v)
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default()
 }
 
 /// The tree as text, with box-drawing branches.
@@ -234,8 +251,13 @@ pub fn text(t: &Tree) -> String {
         out.push_str(&format!("{}{}\n", branch(last), c.name));
         let indent = if last { "    " } else { "│   " };
         for (j, o) in c.objects.iter().enumerate() {
+            let hook = if o.hook.is_empty() {
+                String::new()
+            } else {
+                format!(" [{} hook]", o.hook)
+            };
             let mut line = format!(
-                "{indent}{}{}: {}",
+                "{indent}{}{}{hook}: {}",
                 branch(j + 1 == c.objects.len()),
                 o.id.display(),
                 o.health
@@ -297,5 +319,48 @@ mod tests {
             !named_in(&opm_core::drift::message(&ids[2..]), &ids[1]),
             "a prefix is not a name"
         );
+    }
+}
+
+#[cfg(test)]
+mod hook_tests {
+    use super::*;
+
+    #[test]
+    fn the_tree_shows_the_hook_phase_of_a_hook_and_nothing_for_others() {
+        let job = serde_json::json!({"metadata": {"annotations": {"releases.opmodel.dev/hook": "pre-apply"}}});
+        let odd = serde_json::json!({"metadata": {"annotations": {"releases.opmodel.dev/hook": "\u{1b}[31mx"}}});
+        assert_eq!(hook_phase(&job), "pre-apply");
+        assert_eq!(hook_phase(&odd), "");
+        let node = |name: &str, hook: &str| Node {
+            id: ResourceId {
+                group: "batch".into(),
+                kind: "Job".into(),
+                namespace: "demo".into(),
+                name: name.into(),
+                version: "v1".into(),
+            },
+            health: "Current".into(),
+            message: String::new(),
+            drifted: false,
+            hook: hook.into(),
+        };
+        let t = Tree {
+            release: "ModuleRelease demo/web".into(),
+            ready: "Ready=True ReconciliationSucceeded".into(),
+            drifted: None,
+            waiting_for: vec![],
+            depends_on: vec![],
+            components: vec![Component {
+                name: "db".into(),
+                objects: vec![node("migrate", "pre-apply"), node("worker", "")],
+            }],
+        };
+        let out = text(&t);
+        assert!(
+            out.contains("Job/demo/migrate [pre-apply hook]: Current\n"),
+            "{out}"
+        );
+        assert!(out.contains("Job/demo/worker: Current\n"), "{out}");
     }
 }

@@ -215,6 +215,11 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
             opm_core::constants::ORPHAN_ANNOTATION
         ));
     }
+    if reason == Reason::HookFailed {
+        triggers.push(
+            "the retry after the backoff, which runs a failed hook Job again (deleted and created); a new render runs it at once".into(),
+        );
+    }
     if reason == Reason::HealthCheckFailed
         || reason == Reason::Progressing
         || is_true(&status, ct::HEALTHY)

@@ -1514,3 +1514,79 @@ async fn why_and_tree_show_the_dependents_a_deletion_waits_for() {
     assert_eq!(t["waitingFor"][0]["deleting"], false);
     op.stop().await;
 }
+
+/// Hooks (SPEC §32) in `tree` and `diff`: the phase is shown, and a release whose hooks ran
+/// diffs clean (the diff stamps hooks with the render digest exactly as the operator does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tree_and_diff_show_the_hook_phase() {
+    let (env, ns) = namespace().await;
+    let server = opm_testenv::ArtifactServer::start().await.unwrap();
+    let hook = |name: &str, phase: &str, v: &str| {
+        let mut c = cm(name, json!({"k": v}));
+        c["metadata"]["annotations"] = json!({"releases.opmodel.dev/hook": phase});
+        c
+    };
+    let pkg = |v: &str| {
+        json!({"app": {"a": cm("a", json!({"k": "1"})),
+            "migrate": hook("migrate", "pre-apply", v),
+            "smoke": hook("smoke", "post-apply", "1")}})
+    };
+    publish(
+        &server,
+        &ns.client,
+        &ns.name,
+        "src",
+        &package_files(&pkg("1")),
+    )
+    .await;
+    let op = Operator::start(env, &ns.name).await;
+    create_rel(
+        &ns.client,
+        &release(&ns.name, "hooks", "src", ".", json!({"prune": true})),
+    )
+    .await;
+    wait_for(&ns.client, "Release", &ns.name, "hooks", "Ready", is_ready).await;
+
+    let r = opm(env, Some(&ns.name), &["tree", "rel/hooks"]).await;
+    assert_eq!(r.code, 0, "{r}");
+    assert!(
+        r.stdout.contains(&format!(
+            "ConfigMap/{}/migrate [pre-apply hook]: Current",
+            ns.name
+        )),
+        "{r}"
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "ConfigMap/{}/smoke [post-apply hook]: Current",
+            ns.name
+        )),
+        "{r}"
+    );
+    assert!(
+        r.stdout
+            .contains(&format!("ConfigMap/{}/a: Current", ns.name)),
+        "{r}"
+    );
+    let r = opm(env, Some(&ns.name), &["tree", "rel/hooks", "-o", "json"]).await;
+    assert!(r.stdout.contains("\"hook\": \"pre-apply\""), "{r}");
+
+    // The hooks ran for this render: nothing to change.
+    let r = opm(env, Some(&ns.name), &["diff", "rel/hooks"]).await;
+    assert_eq!(r.code, 0, "a release whose hooks ran diffs clean: {r}");
+    assert!(r.stdout.contains("3 unchanged"), "{r}");
+
+    // A new render: the hooks would run again, and say so.
+    let dir = tempfile::tempdir().unwrap();
+    write_package(dir.path(), &pkg("2"));
+    let path = dir.path().to_str().unwrap();
+    let r = opm(env, Some(&ns.name), &["diff", "rel/hooks", "--path", path]).await;
+    assert_eq!(r.code, 1, "{r}");
+    assert!(
+        r.stdout
+            .contains(&format!("~ ConfigMap/{}/migrate [pre-apply hook]", ns.name)),
+        "{r}"
+    );
+    assert!(r.stdout.contains("/data/k: \"1\" → \"2\""), "{r}");
+    op.stop().await;
+}

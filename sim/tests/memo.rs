@@ -50,6 +50,7 @@ fn the_memo_changes_no_example_scenario() {
         "flaky-fleet.yaml",
         "slow-rollout.yaml",
         "missing-platform.yaml",
+        "hooks.yaml",
     ] {
         same_with_and_without_memo(&load(&dir.join(name)), name);
     }

@@ -290,6 +290,7 @@ fn every_attempt_through_the_core_gives_the_same_output() {
         "flaky-fleet.yaml",
         "slow-rollout.yaml",
         "artifact-outage.yaml",
+        "hooks.yaml",
         // A Platform event bumps the world's epoch: no memo made before it answers after.
         "missing-platform.yaml",
     ] {
@@ -402,4 +403,54 @@ fn a_bad_scenario_is_named_with_exit_code_2() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn hooks_run_in_their_phases_and_a_failed_migration_keeps_the_rest_back() {
+    let file = example("hooks.yaml");
+    golden("hooks.txt", &ok(&["run", &file, "--quiet"]));
+    let doc = json("hooks.yaml");
+    let at = |a: &serde_json::Value| a["atMs"].as_u64().unwrap();
+    let shop = attempts_of(&doc, "shop");
+    // pre-apply: the migration takes 60s; nothing else is applied before it completes.
+    let applied: Vec<_> = shop.iter().filter(|a| a["outcome"] == "applied").collect();
+    assert_eq!(applied.len(), 1);
+    assert!(at(applied[0]) >= 60_000, "{}", applied[0]);
+    assert!(
+        shop.iter()
+            .take_while(|a| a["outcome"] != "applied")
+            .all(|a| a["outcome"] == "progressing")
+    );
+    // post-apply: Ready only after the Deployment (30s) and then the smoke test (20s).
+    let ready = shop.iter().find(|a| a["ready"] == "True").unwrap();
+    assert!(at(ready) >= at(applied[0]) + 50_000, "{ready}");
+    // pre-delete: deleted at 10m, gone only once the backup (40s) has run.
+    let deleted = shop.iter().find(|a| a["reason"] == "Deleted").unwrap();
+    assert!(at(deleted) >= 10 * MIN + 40_000, "{deleted}");
+    assert!(
+        shop.iter()
+            .filter(|a| at(a) >= 10 * MIN && a["reason"] != "Deleted")
+            .all(|a| a["outcome"] == "progressing")
+    );
+    assert_eq!(final_of(&doc, "shop")["deleted"], true);
+    // A failing migration: HookFailed with backoff, retried, its rest never applied.
+    let broken = attempts_of(&doc, "broken");
+    assert!(broken.iter().all(|a| a["outcome"] != "applied"));
+    let failed: Vec<_> = broken
+        .iter()
+        .filter(|a| a["reason"] == "HookFailed")
+        .collect();
+    assert!(failed.len() >= 5, "{}", failed.len());
+    assert!(failed.iter().all(|a| {
+        a["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("pre-apply hook failed: Job/demo/broken-migrate")
+    }));
+    let delays: Vec<u64> = failed
+        .iter()
+        .map(|a| a["requeueAfterMs"].as_u64().unwrap())
+        .collect();
+    assert_eq!(&delays[..4], &[5_000, 10_000, 20_000, 40_000]);
+    assert_eq!(final_of(&doc, "broken")["readyReason"], "HookFailed");
 }

@@ -26,8 +26,15 @@ impl Attempt {
             return self.unchanged();
         }
         self.phase = Phase::CheckingDrift;
+        // Hooks are one-shot (a finished Job may be gone by its TTL): never drift.
+        let objects = self
+            .ctx
+            .writable()
+            .into_iter()
+            .filter(|o| crate::hooks::phase_of(&o.manifest).is_none())
+            .collect();
         self.out.push(Effect::CheckDrift {
-            objects: self.ctx.writable(),
+            objects,
             field_manager: FIELD_MANAGER.to_string(),
             identity: self.ctx.identity.clone(),
             cluster: self.ctx.cluster.clone(),
@@ -116,9 +123,28 @@ impl Attempt {
     /// force (the interpreter drops it for them, §28), and ignored fields another manager
     /// owns are not in the applied object.
     fn write_step(&mut self) {
+        // SPEC §32: `pre-apply` hooks run when the render changed, before anything else.
+        if !self.ctx.digests_unchanged() && self.has_pre_apply_work() {
+            return self.hooks_start(crate::hooks::HookPhase::PreApply, None);
+        }
+        self.main_write();
+    }
+
+    /// The objects of the main apply: all writable ones but `pre-apply`/`post-apply` hooks.
+    fn main_writable(&self) -> Vec<crate::object::DesiredObject> {
+        self.ctx
+            .writable()
+            .into_iter()
+            .filter(crate::hooks::in_main_apply)
+            .collect()
+    }
+
+    /// SPEC §19: the apply of everything but the phase hooks.
+    pub(super) fn main_write(&mut self) {
+        self.ctx.step = "apply";
         self.phase = Phase::Applying;
         self.out.push(Effect::Apply {
-            stages: render_value::stages(&self.ctx.writable()),
+            stages: render_value::stages(&self.main_writable()),
             field_manager: FIELD_MANAGER.to_string(),
             force: self.ctx.force_conflicts() || self.ctx.drift_mode() == DriftMode::Correct,
             identity: self.ctx.identity.clone(),
@@ -143,7 +169,7 @@ impl Attempt {
             }
         }
         self.ctx.counts = (created, updated, unchanged);
-        let writable = self.ctx.writable();
+        let writable = self.main_writable();
         let reported = writable
             .iter()
             .filter(|d| report.objects.iter().any(|o| o.id == d.id))

@@ -108,6 +108,9 @@ pub(super) struct Ctx {
     pub moved: bool,
     /// What `status.leftBehind` records once the new cluster's apply succeeds.
     pub left_behind: Option<crate::api::LeftBehind>,
+    /// "all N resources are healthy", once the health wait found them so: the Normal
+    /// event of a recovery, emitted when the attempt ends well (after `post-apply` hooks).
+    pub healthy_message: Option<String>,
 }
 
 fn parse_or(s: Option<&str>, default: Duration) -> Duration {

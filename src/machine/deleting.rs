@@ -118,7 +118,12 @@ impl Attempt {
         self.commit(s, After::RemoveFinalizer);
     }
 
+    /// SPEC §32: `pre-delete` hooks first, then the prune of the whole inventory.
     fn prune_everything(&mut self) {
+        self.hooks_start(crate::hooks::HookPhase::PreDelete, None);
+    }
+
+    pub(super) fn prune_all_now(&mut self) {
         let all = self.ctx.persisted_entries().to_vec();
         self.start_prune(&all);
     }

@@ -342,6 +342,11 @@ impl Attempt {
         if let Err(f) = policy::extract(&mut objects, self.ctx.ignore_rules()) {
             return self.fail(f);
         }
+        if let Err(f) =
+            crate::hooks::extract(&mut objects, self.cfg.max_hooks, &self.ctx.digests.render)
+        {
+            return self.fail(f);
+        }
         self.ctx.entries = inventory::entries_for(&objects);
         ownership::mark_prune_disabled(&mut self.ctx.entries, &prune_disabled);
         self.ctx.digests.inventory = digest::inventory(&self.ctx.entries);

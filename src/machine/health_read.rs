@@ -70,7 +70,14 @@ pub(super) fn judge(o: &HealthObject, rules: &health::HealthRules) -> Judged {
 impl Attempt {
     /// Everything whose health is read: applied objects and `healthChecks` entries.
     pub(super) fn health_ids(&self) -> Vec<ResourceId> {
-        let mut ids: Vec<ResourceId> = self.ctx.desired.iter().map(|d| d.id.clone()).collect();
+        // Hooks are judged by their phase (SPEC §32), not by the health wait.
+        let mut ids: Vec<ResourceId> = self
+            .ctx
+            .desired
+            .iter()
+            .filter(|d| crate::hooks::phase_of(&d.manifest).is_none())
+            .map(|d| d.id.clone())
+            .collect();
         for h in &self.ctx.common.health_checks {
             let (group, version) = match h.api_version.rsplit_once('/') {
                 Some((g, v)) => (g.to_string(), v.to_string()),

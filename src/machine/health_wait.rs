@@ -63,7 +63,9 @@ impl Attempt {
     /// The apply (and prune) succeeded.
     pub(super) fn applied_ok(&mut self, outcome: Outcome) {
         if !self.ctx.common.waits() {
-            return self.success(outcome);
+            self.ctx.applied = true;
+            self.ctx.applied_at = Some(self.now);
+            return self.after_healthy(Some(outcome));
         }
         self.ctx.applied = true;
         self.ctx.applied_at = Some(self.now);
@@ -73,7 +75,7 @@ impl Attempt {
     /// Nothing to apply (SPEC §3 step 14): a NoOp, after health when `wait`.
     pub(super) fn unchanged(&mut self) {
         if !self.ctx.common.waits() {
-            return self.noop_exit();
+            return self.after_healthy(None);
         }
         self.health_start(None);
     }
@@ -163,12 +165,7 @@ impl Attempt {
         self.ctx.health = Some(summary.report.clone());
         let start = self.wait_start(applied);
         let waited = Duration::try_from(self.now.duration_since(start)).unwrap_or(Duration::ZERO);
-        let was_healthy = self
-            .ctx
-            .persisted
-            .conditions
-            .iter()
-            .any(|c| c.type_ == ct::HEALTHY && c.status == TRUE);
+        let was_healthy = self.was_healthy();
         if summary.all_current {
             let msg = format!("all {} resources are healthy", judged.len());
             self.ctx
@@ -182,15 +179,8 @@ impl Attempt {
                     .health_metrics
                     .push(Metric::HealthWait { duration: waited });
             }
-            return match applied {
-                Some(o) => self.success(o),
-                None => {
-                    if !was_healthy {
-                        self.event(EventType::Normal, Reason::ReconciliationSucceeded, &msg);
-                    }
-                    self.noop_exit()
-                }
-            };
+            self.ctx.healthy_message = Some(msg);
+            return self.after_healthy(applied);
         }
         self.ctx
             .health_metrics
@@ -214,7 +204,38 @@ impl Attempt {
         }
         let msg = summary.waiting_message();
         let remaining = timeout.saturating_sub(waited).max(Duration::from_secs(1));
-        self.progressing(applied, &msg, wait_requeue(waited).min(remaining));
+        self.progressing(applied, &msg, wait_requeue(waited).min(remaining), true);
+    }
+
+    fn was_healthy(&self) -> bool {
+        self.ctx
+            .persisted
+            .conditions
+            .iter()
+            .any(|c| c.type_ == ct::HEALTHY && c.status == TRUE)
+    }
+
+    /// Everything else is healthy (or not waited for): `post-apply` hooks, then success.
+    fn after_healthy(&mut self, applied: Option<Outcome>) {
+        if self.post_hooks_due(applied) {
+            return self.hooks_start(crate::hooks::HookPhase::PostApply, applied);
+        }
+        self.finish_healthy(applied);
+    }
+
+    /// The success exit once everything, `post-apply` hooks included, is done.
+    pub(super) fn finish_healthy(&mut self, applied: Option<Outcome>) {
+        match applied {
+            Some(o) => self.success(o),
+            None => {
+                if let Some(msg) = self.ctx.healthy_message.take()
+                    && !self.was_healthy()
+                {
+                    self.event(EventType::Normal, Reason::ReconciliationSucceeded, &msg);
+                }
+                self.noop_exit()
+            }
+        }
     }
 
     /// The Applied (and Pruned) events of an attempt whose apply succeeded.
@@ -260,10 +281,21 @@ impl Attempt {
     }
 
     /// Waiting for health (SPEC §4): `Ready=Unknown/Progressing`, `Healthy` likewise.
-    fn progressing(&mut self, applied: Option<Outcome>, msg: &str, requeue: Duration) {
+    /// `health`: the wait is for the objects' health (`Healthy` says so too); a wait for
+    /// `post-apply` hooks keeps the `Healthy` the health wait just decided.
+    pub(super) fn progressing(
+        &mut self,
+        applied: Option<Outcome>,
+        msg: &str,
+        requeue: Duration,
+        health: bool,
+    ) {
+        let waits = self.ctx.common.waits() && health;
         let c = &mut self.ctx.conds;
         c.set(ct::READY, UNKNOWN, Reason::Progressing, msg);
-        c.set(ct::HEALTHY, UNKNOWN, Reason::Progressing, msg);
+        if waits {
+            c.set(ct::HEALTHY, UNKNOWN, Reason::Progressing, msg);
+        }
         c.set(ct::RECONCILING, TRUE, Reason::Progressing, msg);
         c.remove(ct::STALLED);
         let mut s = self.base_status();

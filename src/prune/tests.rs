@@ -119,6 +119,7 @@ fn guards_check_manager_and_uuid() {
             id: a.clone(),
             uid: "u-a".into(),
             orphan: false,
+            resume: false,
         }]
     );
     assert_eq!(dec.not_ours, vec![b, c, d]);
@@ -162,6 +163,7 @@ fn tally_counts_and_tolerates_gone_and_successors() {
             id: (*i).clone(),
             uid: "u".into(),
             orphan: false,
+            resume: false,
         })
         .collect();
     let results = vec![

@@ -378,6 +378,9 @@ impl World {
                 for (i, d) in deletions.iter().enumerate() {
                     let result = match (&api_err, i) {
                         (Some(e), 0) => Err(e.clone()),
+                        _ if d.resume => self
+                            .authorize(identity.as_ref(), Verb::Apply, &d.id)
+                            .and_then(|()| self.store.resume(&d.id, Some(&d.uid))),
                         _ if d.orphan => self
                             .authorize(identity.as_ref(), Verb::Apply, &d.id)
                             .and_then(|()| {
@@ -394,7 +397,10 @@ impl World {
                     if result.is_ok() {
                         self.store_writes += 1;
                     }
-                    if result.is_ok() && !d.orphan {
+                    if result.is_ok() && d.resume {
+                        self.note_applied(&d.id);
+                    }
+                    if result.is_ok() && !d.orphan && !d.resume {
                         self.current.deleted.push(d.id.clone());
                     }
                     results.push(ObjectResult {

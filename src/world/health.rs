@@ -139,6 +139,11 @@ impl World {
                 "numberAvailable": i64::from(done), "numberReady": i64::from(done)}),
             ("apps", "ReplicaSet") => json!({"observedGeneration": 1, "replicas": replicas,
                 "fullyLabeledReplicas": replicas, "readyReplicas": have, "availableReplicas": have}),
+            // A suspended Job runs nothing (SPEC §32 `pre-delete`): resuming it starts its
+            // rollout clock (the executor notes it as applied).
+            ("batch", "Job") if obj.pointer("/spec/suspend") == Some(&json!(true)) => {
+                json!({"conditions": [{"type": "Suspended", "status": "True"}]})
+            }
             ("batch", "Job") => {
                 let conds = if failed {
                     json!([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
@@ -148,7 +153,11 @@ impl World {
                 } else {
                     json!([])
                 };
-                json!({"active": i64::from(!due), "conditions": conds})
+                let started = self
+                    .applied_at
+                    .get(id as &dyn super::store::KeyParts)
+                    .map(|t| t.to_string());
+                json!({"active": i64::from(!due), "conditions": conds, "startTime": started})
             }
             ("", "Pod") => {
                 if failed {

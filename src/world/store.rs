@@ -645,6 +645,17 @@ impl Store {
         Ok(())
     }
 
+    /// Sets `spec.suspend: false` (a merge patch) after the same UID precondition as
+    /// [`Store::delete`]: how a `pre-delete` hook Job is started (SPEC §32).
+    pub fn resume(&mut self, id: &ResourceId, uid: Option<&str>) -> Result<(), ApiError> {
+        let rv = self.next_rv();
+        let live = precondition(id, uid, self.objects.get_mut(&key_of(id)))?;
+        let f = FieldPath::new("spec", "suspend");
+        live.fields.insert(f, Value::Bool(false));
+        live.resource_version = rv;
+        Ok(())
+    }
+
     /// Another actor writes one field and takes it over (`kubectl edit`, an HPA, ...).
     /// Creates the object if needed. A `null` value removes the field.
     pub fn write_field(&mut self, id: &ResourceId, manager: &str, field: FieldPath, value: Value) {

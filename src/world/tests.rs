@@ -150,6 +150,7 @@ fn impersonated_apply_and_prune_follow_rbac() {
             id: live.id.clone(),
             uid: live.uid.clone(),
             orphan: false,
+            resume: false,
         }],
         identity: Some(who),
     };
@@ -166,6 +167,7 @@ fn impersonated_apply_and_prune_follow_rbac() {
             id: live.id.clone(),
             uid: "old".into(),
             orphan: false,
+            resume: false,
         }],
         identity: None,
     };
@@ -492,6 +494,7 @@ fn a_second_release_of_a_fixed_name_object_is_refused_every_time() {
             id: id.clone(),
             uid,
             orphan: true,
+            resume: false,
         }],
         identity: None,
     };

@@ -44,6 +44,9 @@ async fn delete_one(client: Client, resolver: &Resolver, d: &Deletion) -> Result
     if d.orphan {
         return orphan_one(&api, d).await;
     }
+    if d.resume {
+        return resume_one(&api, d).await;
+    }
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: Some(d.uid.clone()),
@@ -55,6 +58,23 @@ async fn delete_one(client: Client, resolver: &Resolver, d: &Deletion) -> Result
     match api.delete(&d.id.name, &params).await {
         Ok(_) => Ok(()),
         Err(e) if api_error::is_not_found(&e) => Ok(()),
+        Err(e) => Err(api_error::from_kube(&e)),
+    }
+}
+
+/// Resumes a suspended `pre-delete` hook Job (SPEC §32): one merge patch of
+/// `spec.suspend`, carrying the uid like a precondition (409 on a successor).
+async fn resume_one(
+    api: &kube::Api<kube::api::DynamicObject>,
+    d: &Deletion,
+) -> Result<(), ApiError> {
+    let patch = serde_json::json!({"metadata": {"uid": d.uid}, "spec": {"suspend": false}});
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    match api.patch(&d.id.name, &params, &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
         Err(e) => Err(api_error::from_kube(&e)),
     }
 }

@@ -58,6 +58,7 @@ pub fn default_args(ns: &str) -> RunArgs {
         render_timeout: Duration::from_secs(60),
         max_render_objects: opm_core::config::DEFAULT_MAX_RENDER_OBJECTS,
         max_render_bytes: opm_core::config::DEFAULT_MAX_RENDER_BYTES,
+        max_hooks: opm_core::hooks::DEFAULT_MAX_HOOKS,
         max_values_bytes: opm_core::config::DEFAULT_MAX_VALUES_BYTES,
         allow_insecure_kubeconfig: false,
         max_kubeconfig_bytes: opm_core::config::DEFAULT_MAX_KUBECONFIG_BYTES,

@@ -11,6 +11,7 @@ mod failures;
 mod ha;
 mod harness;
 mod health;
+mod hooks;
 mod hostile;
 mod identity;
 mod leader;

@@ -83,6 +83,10 @@ pub struct RunArgs {
     /// and a larger render stalls `RenderFailed`.
     #[arg(long, default_value = "32Mi", value_parser = crate::commands::size_flag::parse_positive_size)]
     pub max_render_bytes: u64,
+    /// Most hooks (`releases.opmodel.dev/hook`) one render may carry; more is a stall
+    /// `RenderFailed`.
+    #[arg(long, default_value_t = opm_core::hooks::DEFAULT_MAX_HOOKS)]
+    pub max_hooks: u64,
     /// Largest parsed `valuesFrom` content of one release (`4Mi`), all entries together;
     /// parsing stops there (a YAML anchor bomb is never expanded) and the release stalls
     /// `ValuesNotFound`.

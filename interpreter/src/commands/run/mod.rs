@@ -98,6 +98,7 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
         allow_operator_identity: args.allow_operator_identity,
         max_render_objects: args.max_render_objects,
         max_render_bytes: args.max_render_bytes,
+        max_hooks: args.max_hooks,
         health_eval_timeout: args.health_eval_timeout,
         max_values_bytes: args.max_values_bytes,
         allow_insecure_kubeconfig: args.allow_insecure_kubeconfig,
