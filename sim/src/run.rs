@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use opm_core::world::{AttemptLog, Retention, World, WorldError};
+use opm_world::{AttemptLog, Retention, World, WorldError};
 use opm_sim::scenario::{Scenario, ScenarioError, release_count};
 
 use crate::report::{Report, offset};

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use opm_core::world::{Retention, World};
+use opm_world::{Retention, World};
 use opm_sim::scenario::Scenario;
 
 fn load(path: &Path) -> Scenario {
@@ -14,7 +14,7 @@ fn load(path: &Path) -> Scenario {
     serde_saphyr::from_str(&text).unwrap()
 }
 
-fn run(s: &Scenario, memo: bool) -> (World, Vec<opm_core::world::TimelineEntry>) {
+fn run(s: &Scenario, memo: bool) -> (World, Vec<opm_world::TimelineEntry>) {
     let end = s.end().unwrap();
     let mut w = s
         .build()
