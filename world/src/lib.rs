@@ -27,6 +27,32 @@
 //!   [`World::metrics`], [`World::store`], [`World::releases`];
 //! * as data: `opm-sim`'s scenario format (its `scenario` module) builds and runs a world
 //!   from YAML or JSON; [`WorldEvent`] is the serde form of each scheduled change.
+//!
+//! ## The core's second interpreter
+//!
+//! This crate was the core's `world` module (`src/world/`) until issue 33; it is its own
+//! crate now, beside the interpreter (`interpreter/`) it mirrors, so the operator no
+//! longer compiles it and a change to it rebuilds only the simulator and its tests. It
+//! uses only the core's public API and, like the core, no IO, clock or randomness
+//! (`tools/check-core-deps` checks both). Every decision stays in the core; what the world
+//! decides is only what the cluster would do.
+//!
+//! ## Where each SPEC section lives
+//!
+//! | SPEC section | module |
+//! |---|---|
+//! | §3 One attempt, the drain rule; §5 requeue and jitter | `driver` ([`World::run_attempt`], [`World::step`]) |
+//! | §5, §14, §15 what re-triggers an attempt (watches) | `events` ([`WorldEvent`]), with the core's `opm_core::triggers` |
+//! | §9 Prune, §12 deletion, §19 apply, §20 drift, §25 ownership, §32 teardown waits: the effects | `executor` (one arm per effect kind) |
+//! | §19/§20/§25 server-side apply, field ownership, conflicts, immutable fields | `store` ([`Store`]) |
+//! | §12 release objects: finalizers, generation, status subresource | `releases` ([`Releases`]) |
+//! | §15 Impersonation and RBAC | `rbac` ([`Rbac`], [`Grant`]) |
+//! | §16 sources, §17 artifacts, §18 render (modules as templates) | `catalog` ([`Catalog`]) |
+//! | §23 Traces and simulation: attempt logs, the timeline | `log` ([`AttemptLog`], [`TimelineEntry`]); the fault schedule: `faults` ([`FaultSchedule`]); the seeded generator: `prng` ([`SplitMix64`]) |
+//! | §26 Health: rollouts | `health` ([`SimRollout`]) |
+//! | §30 the Platform | `platform` ([`PlatformDef`]) |
+//! | §31 Remote clusters | `clusters` |
+//! | NoOp attempts not run again (an optimisation, no SPEC rule) | `memo` |
 
 #![warn(unreachable_pub)]
 #![warn(missing_docs)]
