@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use opm_world::{Retention, World};
 use opm_sim::scenario::Scenario;
+use opm_world::{Retention, World};
 
 fn load(path: &Path) -> Scenario {
     let text = std::fs::read_to_string(path).unwrap();

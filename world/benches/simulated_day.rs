@@ -8,10 +8,10 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::Timestamp;
 use opm_core::input::{FetchError, RenderError};
+use opm_core::{Config, EffectKind};
 use opm_world::{
     ArtifactDef, Fault, FaultError, ModuleDef, Retention, SourceId, World, WorldEvent, fixtures,
 };
-use opm_core::{Config, EffectKind};
 use serde_json::json;
 
 const MODULE: &str = "example.com/modules/web@v0";

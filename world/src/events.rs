@@ -10,11 +10,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use opm_core::api::{Condition, ReleaseStatus};
 use opm_core::constants::{REQUESTED_AT_ANNOTATION, conditions};
 use opm_core::object::{ReleaseKey, ReleaseObject, ResourceId};
 use opm_core::triggers;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{ArtifactDef, Fault, FieldPath, Grant, SourceId, World, WorldError};
 

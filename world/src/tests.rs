@@ -463,8 +463,11 @@ fn a_second_release_of_a_fixed_name_object_is_refused_every_time() {
         );
     }
     let id = cm("shared", "").id;
-    let first_uuid =
-        opm_core::render_value::release_uuid(opm_core::object::Kind::ModuleRelease, "demo", "first");
+    let first_uuid = opm_core::render_value::release_uuid(
+        opm_core::object::Kind::ModuleRelease,
+        "demo",
+        "first",
+    );
     for _ in 0..3 {
         for key in &keys {
             let log = w.run_attempt(key).unwrap().clone();

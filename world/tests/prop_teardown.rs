@@ -13,8 +13,8 @@ mod world_support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use opm_core::input::DependencyReport;
-use opm_world::{ModuleDef, Retention, World, WorldEvent, fixtures};
 use opm_core::{Config, Kind, ReleaseKey};
+use opm_world::{ModuleDef, Retention, World, WorldEvent, fixtures};
 use proptest::prelude::*;
 use serde_json::json;
 use world_support::{at, pt_config, t0};

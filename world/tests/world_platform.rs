@@ -15,11 +15,11 @@ use opm_core::Effect;
 use opm_core::api::ReleaseStatus;
 use opm_core::opm::platform::Evaluation;
 use opm_core::outcome::Outcome;
+use opm_core::{Config, ReleaseKey};
 use opm_world::{
     ArtifactDef, ModuleDef, PlatformDef, Retention, SourceId, TimelineEntry, World, WorldEvent,
     fixtures,
 };
-use opm_core::{Config, ReleaseKey};
 use proptest::prelude::*;
 use serde_json::json;
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use opm_core::api::{KubeConfigReference, KubeConfigSecretRef, ReleaseStatus};
 use opm_core::outcome::Outcome;
-use opm_world::{ModuleDef, World, WorldEvent, fixtures};
 use opm_core::{Config, Effect, ReleaseKey};
+use opm_world::{ModuleDef, World, WorldEvent, fixtures};
 
 const WEB: &str = "example.com/modules/web@v0";
 const EU: &str = "https://eu.example.com:6443";

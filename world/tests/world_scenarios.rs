@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use opm_core::input::{FetchError, RenderError};
+use opm_core::{Config, Effect, EffectKind, Outcome, ReleaseKey};
 use opm_world::{
     ArtifactDef, Fault, FaultError, Grant, ModuleDef, SourceId, World, WorldEvent, fixtures,
 };
-use opm_core::{Config, Effect, EffectKind, Outcome, ReleaseKey};
 use serde_json::json;
 
 /// The operator identity allowed everywhere: these scenarios are about something else.

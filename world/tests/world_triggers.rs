@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use opm_world::{Grant, ModuleDef, World, WorldEvent, fixtures};
 use opm_core::{Config, ReleaseKey};
+use opm_world::{Grant, ModuleDef, World, WorldEvent, fixtures};
 use serde_json::json;
 
 const MODULE: &str = "example.com/modules/web@v0";

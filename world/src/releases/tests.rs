@@ -2,8 +2,8 @@ use opm_core::object::Kind;
 use serde_json::json;
 
 use super::*;
-use opm_core::constants::FINALIZER;
 use crate::fixtures;
+use opm_core::constants::FINALIZER;
 
 fn t(s: i64) -> Timestamp {
     Timestamp::from_second(s).unwrap()

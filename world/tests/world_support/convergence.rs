@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use opm_core::constants::labels;
 use opm_core::prune::is_protected;
-use opm_world::World;
 use opm_core::{Effect, Outcome, ReleaseKey, ResourceId};
+use opm_world::World;
 use proptest::prelude::*;
 
 use super::{Ev, Setup, heal, identity, inventory_ids, recreate_missing, release_keys, run};

@@ -5,8 +5,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use opm_core::input::{ApiError, FetchError, RenderError, SourceError};
 use opm_core::opm::platform::Evaluation;
-use opm_world::{Fault, FaultError, FieldPath, PlatformDef, WorldEvent};
 use opm_core::{EffectKind, Kind, ResourceId};
+use opm_world::{Fault, FaultError, FieldPath, PlatformDef, WorldEvent};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

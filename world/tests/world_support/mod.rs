@@ -14,10 +14,10 @@ use std::time::Duration;
 use jiff::Timestamp;
 use opm_core::api::DependencyRef;
 use opm_core::input::{InputKind, RenderError};
+use opm_core::{Config, Kind, ReleaseKey, ResourceId};
 use opm_world::{
     ArtifactDef, AttemptLog, Grant, ModuleDef, PlatformDef, SourceId, World, WorldEvent, fixtures,
 };
-use opm_core::{Config, Kind, ReleaseKey, ResourceId};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
