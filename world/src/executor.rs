@@ -306,7 +306,13 @@ impl World {
                             id: o.id.clone(),
                             result: Err(e),
                         }),
-                        Ok(()) if self.store.drifted(&o.id, &o.manifest, field_manager) => {
+                        Ok(())
+                            if self.store.drifted(
+                                &o.id,
+                                &self.shaped(o, field_manager),
+                                field_manager,
+                            ) =>
+                        {
                             report.drifted.push(o.id.clone())
                         }
                         Ok(()) => {}
@@ -330,15 +336,7 @@ impl World {
                             Some(e) => Err(e),
                             None => self
                                 .authorize(identity.as_ref(), Verb::Apply, &o.id)
-                                .and_then(|()| {
-                                    self.store.apply(
-                                        &o.id,
-                                        &o.manifest,
-                                        field_manager,
-                                        *force,
-                                        false,
-                                    )
-                                }),
+                                .and_then(|()| self.apply_object(o, field_manager, *force)),
                         };
                         if result.is_ok() {
                             self.register_crd(&o.manifest);

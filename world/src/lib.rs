@@ -30,7 +30,7 @@
 //!
 //! ## The core's second interpreter
 //!
-//! This crate was the core's `world` module (`src/world/`) until issue 33; it is its own
+//! This crate used to be the core's `world` module (`src/world/`); it is its own
 //! crate now, beside the interpreter (`interpreter/`) it mirrors, so the operator no
 //! longer compiles it and a change to it rebuilds only the simulator and its tests. It
 //! uses only the core's public API and, like the core, no IO, clock or randomness
@@ -50,6 +50,7 @@
 //! | §16 sources, §17 artifacts, §18 render (modules as templates) | `catalog` ([`Catalog`]) |
 //! | §23 Traces and simulation: attempt logs, the timeline | `log` ([`AttemptLog`], [`TimelineEntry`]); the fault schedule: `faults` ([`FaultSchedule`]); the seeded generator: `prng` ([`SplitMix64`]) |
 //! | §26 Health: rollouts | `health` ([`SimRollout`]) |
+//! | §28 Per-object policies: the core's write plan, `Merge`'s fields of others left out | `policy` |
 //! | §30 the Platform | `platform` ([`PlatformDef`]) |
 //! | §31 Remote clusters | `clusters` |
 //! | NoOp attempts not run again (an optimisation, no SPEC rule) | `memo` |
@@ -68,6 +69,7 @@ mod health;
 mod log;
 mod memo;
 mod platform;
+mod policy;
 mod prng;
 mod rbac;
 mod releases;
