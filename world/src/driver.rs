@@ -218,7 +218,7 @@ impl World {
             inputs.push(first.clone());
         }
         let (mut machine, mut batch) = Attempt::start(&self.cfg, first);
-        self.current = super::executor::Current {
+        self.current = super::effects::Current {
             deadline: Some(machine.deadline()),
             ..Default::default()
         };

@@ -43,7 +43,7 @@
 //! |---|---|
 //! | §3 One attempt, the drain rule; §5 requeue and jitter | `driver` ([`World::run_attempt`], [`World::step`]) |
 //! | §5, §14, §15 what re-triggers an attempt (watches) | `events` ([`WorldEvent`]), with the core's `opm_core::triggers` |
-//! | §9 Prune, §12 deletion, §19 apply, §20 drift, §25 ownership, §32 teardown waits: the effects | `executor` (one arm per effect kind) |
+//! | §9 Prune, §12 deletion, §19 apply, §20 drift, §25 ownership, §32 teardown waits: the effects | `effects` (one file per effect kind, as in `interpreter/src/effects/`) |
 //! | §19/§20/§25 server-side apply, field ownership, conflicts, immutable fields | `store` ([`Store`]) |
 //! | §12 release objects: finalizers, generation, status subresource | `releases` ([`Releases`]) |
 //! | §15 Impersonation and RBAC | `rbac` ([`Rbac`], [`Grant`]) |
@@ -61,8 +61,8 @@
 mod catalog;
 mod clusters;
 mod driver;
+mod effects;
 mod events;
-mod executor;
 mod faults;
 pub mod fixtures;
 mod health;
@@ -84,8 +84,8 @@ pub use catalog::{
     ArtifactDef, Catalog, Exported, FluxSource, ModuleDef, SourceId, exported, normalise_path,
 };
 pub use driver::{Step, Stuck};
+pub use effects::{Metrics, RecordedEvent};
 pub use events::WorldEvent;
-pub use executor::{Metrics, RecordedEvent};
 pub use faults::{Fault, FaultError, FaultMismatch, FaultSchedule};
 pub use health::SimRollout;
 pub use log::{AttemptLog, TimelineEntry, Trigger};
@@ -182,7 +182,7 @@ pub struct World {
     jitter: bool,
     max_steps: usize,
     /// State of the attempt being executed.
-    current: executor::Current,
+    current: effects::Current,
     /// Remote clusters and the kubeconfig Secrets naming them (SPEC §31).
     clusters: clusters::Clusters,
     /// Simulated rollouts by object name (SPEC §26); absent = healthy once applied.
@@ -237,7 +237,7 @@ impl World {
             retention: Retention::Full,
             jitter: false,
             max_steps: 256,
-            current: executor::Current::default(),
+            current: effects::Current::default(),
             clusters: Default::default(),
             rollouts: BTreeMap::new(),
             applied_at: Default::default(),

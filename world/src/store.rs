@@ -9,322 +9,28 @@
 //! same value shares ownership, and a field the manager stops applying is removed once no
 //! manager owns it.
 
+mod fields;
+mod key;
+mod object;
+mod ssa;
+
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use opm_core::input::{ApiError, ApplyAction, GroupKind};
 use opm_core::object::ResourceId;
 
+pub(crate) use fields::fields_of;
+pub use fields::{FieldPath, Managers};
+use fields::{LABELS, field_refs};
+pub(crate) use key::{KeyParts, ObjKey, key_of};
+pub use object::StoredObject;
+use ssa::{conflict_error, conflicts, merged};
+
 use super::prng::SplitMix64;
-
-/// One managed field: `top` is `metadata.labels`, `metadata.annotations` or a top-level key;
-/// `sub` is the label/annotation/sub-key, or empty for a scalar top-level field.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct FieldPath {
-    /// `metadata.labels`, `metadata.annotations`, or a top-level key such as `spec`.
-    pub top: String,
-    /// The label or annotation key, or the key under `top`; empty for a scalar top-level field.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub sub: String,
-}
-
-impl FieldPath {
-    /// Names a field from its two parts.
-    pub fn new(top: &str, sub: &str) -> Self {
-        Self {
-            top: top.to_string(),
-            sub: sub.to_string(),
-        }
-    }
-}
-
-impl fmt::Display for FieldPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.sub.is_empty() {
-            write!(f, ".{}", self.top)
-        } else {
-            write!(f, ".{}.{}", self.top, self.sub)
-        }
-    }
-}
-
-/// The managers of one field, sorted and without duplicates. Nearly every field has
-/// exactly one, so this is a short vector: a `BTreeSet` allocates a node for eleven names
-/// per field, which made the field maps most of a 10 000-release world's memory.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "BTreeSet<String>", into = "BTreeSet<String>")]
-pub struct Managers(Vec<String>);
-
-impl Managers {
-    /// A field owned by `manager` alone.
-    pub fn one(manager: &str) -> Self {
-        Self(vec![manager.to_string()])
-    }
-
-    /// Whether `manager` owns the field, alone or shared.
-    pub fn contains(&self, manager: &str) -> bool {
-        self.0.iter().any(|m| m == manager)
-    }
-
-    /// Adds `manager` (no-op when present).
-    pub fn insert(&mut self, manager: &str) {
-        if let Err(i) = self.0.binary_search_by(|m| m.as_str().cmp(manager)) {
-            self.0.insert(i, manager.to_string());
-        }
-    }
-
-    /// Drops `manager`'s ownership (no-op when absent).
-    pub fn remove(&mut self, manager: &str) {
-        self.0.retain(|m| m != manager);
-    }
-
-    /// Drops every manager, when a changed value passes to the applier alone.
-    pub fn clear(&mut self) {
-        self.0.clear();
-    }
-
-    /// Whether no manager owns the field any longer, so that it is removed.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// How many managers share the field.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// The managers in name order.
-    pub fn iter(&self) -> impl Iterator<Item = &String> {
-        self.0.iter()
-    }
-}
-
-impl From<BTreeSet<String>> for Managers {
-    fn from(set: BTreeSet<String>) -> Self {
-        Self(set.into_iter().collect())
-    }
-}
-
-impl From<Managers> for BTreeSet<String> {
-    fn from(m: Managers) -> Self {
-        m.0.into_iter().collect()
-    }
-}
-
-impl<'a> IntoIterator for &'a Managers {
-    type Item = &'a String;
-    type IntoIter = std::slice::Iter<'a, String>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
-    }
-}
-
-const LABELS: &str = "metadata.labels";
-const ANNOTATIONS: &str = "metadata.annotations";
-
-/// The fields of a manifest as this store understands them.
-pub(super) fn fields_of(manifest: &Value) -> BTreeMap<FieldPath, Value> {
-    field_refs(manifest)
-        .into_iter()
-        .map(|((top, sub), v)| (FieldPath::new(top, sub), v.clone()))
-        .collect()
-}
-
-/// A field path borrowed from a manifest, as `(top, sub)`: sorts exactly as [`FieldPath`].
-type FieldRef<'a> = (&'a str, &'a str);
-
-/// [`fields_of`] borrowing from the manifest, sorted by path, each path once (the last
-/// one written wins, as a map insert would): comparisons (drift checks) need no copy of
-/// anything. A vector sorted once rather than a B-tree built node by node: this runs for
-/// every object of every attempt, and the manifest's maps already iterate in order.
-fn field_refs(manifest: &Value) -> Vec<(FieldRef<'_>, &Value)> {
-    let mut out = Vec::new();
-    let Some(obj) = manifest.as_object() else {
-        return out;
-    };
-    if let Some(meta) = obj.get("metadata").and_then(Value::as_object) {
-        for (top, key) in [(LABELS, "labels"), (ANNOTATIONS, "annotations")] {
-            if let Some(map) = meta.get(key).and_then(Value::as_object) {
-                for (k, v) in map {
-                    out.push(((top, k.as_str()), v));
-                }
-            }
-        }
-    }
-    for (k, v) in obj {
-        if matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status") {
-            continue;
-        }
-        match v {
-            Value::Object(sub) if !sub.is_empty() => {
-                for (sk, sv) in sub {
-                    out.push(((k.as_str(), sk.as_str()), sv));
-                }
-            }
-            other => out.push(((k.as_str(), ""), other)),
-        }
-    }
-    // Stable, so equal paths keep their order; then keep the last of each run.
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    // In place: the one kept of each run takes the value of the run's last.
-    out.dedup_by(|later, kept| {
-        let same = later.0 == kept.0;
-        if same {
-            kept.1 = later.1;
-        }
-        same
-    });
-    out
-}
-
-/// Storage key: (group, kind, namespace, name). The version is not part of identity.
-pub(super) type ObjKey = (String, String, String, String);
-
-pub(super) fn key_of(id: &ResourceId) -> ObjKey {
-    (
-        id.group.clone(),
-        id.kind.clone(),
-        id.namespace.clone(),
-        id.name.clone(),
-    )
-}
-
-/// An object's identity as borrowed parts, so maps keyed by [`ObjKey`] can be searched
-/// with a [`ResourceId`] without copying its four strings on every lookup.
-pub(crate) trait KeyParts {
-    fn parts(&self) -> (&str, &str, &str, &str);
-}
-
-impl KeyParts for ObjKey {
-    fn parts(&self) -> (&str, &str, &str, &str) {
-        (&self.0, &self.1, &self.2, &self.3)
-    }
-}
-
-impl KeyParts for ResourceId {
-    fn parts(&self) -> (&str, &str, &str, &str) {
-        (&self.group, &self.kind, &self.namespace, &self.name)
-    }
-}
-
-// Tuples order field by field, exactly as these compare the parts: `Borrow`'s contract.
-impl<'a> std::borrow::Borrow<dyn KeyParts + 'a> for ObjKey {
-    fn borrow(&self) -> &(dyn KeyParts + 'a) {
-        self
-    }
-}
-
-impl PartialEq for dyn KeyParts + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.parts() == other.parts()
-    }
-}
-
-impl Eq for dyn KeyParts + '_ {}
-
-impl PartialOrd for dyn KeyParts + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl std::hash::Hash for dyn KeyParts + '_ {
-    // A tuple of `&str` hashes exactly as the same tuple of `String`s.
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.parts().hash(state);
-    }
-}
-
-impl Ord for dyn KeyParts + '_ {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.parts().cmp(&other.parts())
-    }
-}
-
-/// A live object.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StoredObject {
-    /// Identity with the API version last written.
-    pub id: ResourceId,
-    /// Drawn from the store's generator at creation; what a delete's UID precondition checks.
-    pub uid: String,
-    /// Bumped on every write, so that a watch sees the change (SPEC §26).
-    pub resource_version: u64,
-    /// The object's content, split into managed fields.
-    pub fields: BTreeMap<FieldPath, Value>,
-    /// Managers of each field; a field is never without one.
-    pub owners: BTreeMap<FieldPath, Managers>,
-}
-
-impl StoredObject {
-    /// Its labels as strings, for the ownership and prune guards.
-    pub fn labels(&self) -> BTreeMap<String, String> {
-        self.fields
-            .iter()
-            .filter(|(f, _)| f.top == LABELS)
-            .map(|(f, v)| (f.sub.clone(), v.as_str().unwrap_or_default().to_string()))
-            .collect()
-    }
-
-    /// One label's value, if it is set.
-    pub fn label(&self, key: &str) -> Option<&str> {
-        self.fields
-            .get(&FieldPath::new(LABELS, key))
-            .and_then(Value::as_str)
-    }
-
-    /// The object as the API server would return it (without managedFields).
-    pub fn manifest(&self) -> Value {
-        let mut meta = Map::new();
-        meta.insert("name".into(), Value::String(self.id.name.clone()));
-        if !self.id.namespace.is_empty() {
-            meta.insert("namespace".into(), Value::String(self.id.namespace.clone()));
-        }
-        meta.insert("uid".into(), Value::String(self.uid.clone()));
-        meta.insert(
-            "resourceVersion".into(),
-            Value::String(self.resource_version.to_string()),
-        );
-        let mut top = Map::new();
-        top.insert("apiVersion".into(), Value::String(self.id.api_version()));
-        top.insert("kind".into(), Value::String(self.id.kind.clone()));
-        for (f, v) in &self.fields {
-            if f.top == LABELS || f.top == ANNOTATIONS {
-                let key = if f.top == LABELS {
-                    "labels"
-                } else {
-                    "annotations"
-                };
-                let entry = meta
-                    .entry(key.to_string())
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if let Value::Object(m) = entry {
-                    m.insert(f.sub.clone(), v.clone());
-                }
-            } else if f.sub.is_empty() {
-                top.entry(f.top.clone()).or_insert_with(|| v.clone());
-            } else {
-                let entry = top
-                    .entry(f.top.clone())
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if !entry.is_object() {
-                    // An object-shaped field replaces a scalar one of the same name.
-                    *entry = Value::Object(Map::new());
-                }
-                if let Value::Object(m) = entry {
-                    m.insert(f.sub.clone(), v.clone());
-                }
-            }
-        }
-        top.insert("metadata".into(), Value::Object(meta));
-        Value::Object(top)
-    }
-}
 
 /// Cluster-scoped in every cluster (the world may add CRD-defined kinds).
 pub(super) const BUILTIN_CLUSTER_SCOPED: [(&str, &str); 10] = [
@@ -488,58 +194,11 @@ impl Store {
             }
             return Ok(ApplyAction::Created);
         };
-        let conflicts: Vec<(String, &FieldPath)> = desired
-            .iter()
-            .filter(|(f, v)| live.fields.get(*f) != Some(*v))
-            .filter_map(|(f, _)| {
-                let others: Vec<&String> = live
-                    .owners
-                    .get(f)
-                    .into_iter()
-                    .flatten()
-                    .filter(|m| m.as_str() != manager)
-                    .collect();
-                others.first().map(|m| ((*m).clone(), f))
-            })
-            .collect();
+        let conflicts = conflicts(live, &desired, manager);
         if !conflicts.is_empty() && !force {
-            let list: Vec<String> = conflicts
-                .iter()
-                .map(|(m, f)| format!("conflict with \"{m}\": {f}"))
-                .collect();
-            return Err(ApiError::Conflict {
-                message: format!(
-                    "Apply failed with {} conflict{}: {}",
-                    conflicts.len(),
-                    if conflicts.len() == 1 { "" } else { "s" },
-                    list.join(", ")
-                ),
-            });
+            return Err(conflict_error(&conflicts));
         }
-        let mut fields = live.fields.clone();
-        let mut owners = live.owners.clone();
-        // Fields this manager stops applying lose it as an owner; unowned fields go away.
-        for (f, set) in owners.iter_mut() {
-            if !desired.contains_key(f) {
-                set.remove(manager);
-            }
-        }
-        owners.retain(|f, set| {
-            let keep = !set.is_empty();
-            if !keep {
-                fields.remove(f);
-            }
-            keep
-        });
-        for (f, v) in &desired {
-            let set = owners.entry(f.clone()).or_default();
-            if fields.get(f) != Some(v) {
-                // A changed value belongs to the applier alone (forced, or nobody else had it).
-                set.clear();
-            }
-            set.insert(manager);
-            fields.insert(f.clone(), v.clone());
-        }
+        let (fields, owners) = merged(live, &desired, manager);
         for (kind, f) in &self.immutable {
             if kind == &id.kind
                 && live.fields.contains_key(f)
