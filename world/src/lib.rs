@@ -68,11 +68,13 @@ pub mod fixtures;
 mod health;
 mod log;
 mod memo;
+mod observe;
 mod platform;
 mod policy;
 mod prng;
 mod rbac;
 mod releases;
+mod setup;
 mod store;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -96,9 +98,8 @@ pub use releases::{EditError, ReleaseRecord, Releases, merge_patch};
 pub use store::{FieldPath, Managers, Store, StoredObject};
 
 use opm_core::config::Config;
-use opm_core::input::{InputError, SourceArtifact};
-use opm_core::object::{ReleaseKey, ReleaseObject, ResourceId};
-use opm_core::triggers;
+use opm_core::input::InputError;
+use opm_core::object::{ReleaseKey, ReleaseObject};
 
 /// Why the world could not go on. Each names the release whose attempt broke a rule.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -272,187 +273,6 @@ impl World {
         self
     }
 
-    // ---- getters -------------------------------------------------------------------
-
-    /// The virtual clock, moved only by the driver to the next due attempt or event.
-    pub fn now(&self) -> Timestamp {
-        self.now
-    }
-    /// The operator configuration every attempt runs with.
-    pub fn config(&self) -> &Config {
-        &self.cfg
-    }
-    /// The managed objects, as the API server would hold them.
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-    /// Every release object, reconciled and external.
-    pub fn releases(&self) -> &Releases {
-        &self.releases
-    }
-    /// The release object under `key`, as the API server would return it.
-    pub fn release(&self, key: &ReleaseKey) -> Option<&ReleaseObject> {
-        self.releases.get(key)
-    }
-    /// The Flux sources, artifacts and modules the world serves.
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
-    }
-    /// The ServiceAccounts and what impersonating each allows.
-    pub fn rbac(&self) -> &Rbac {
-        &self.rbac
-    }
-    /// The faults scheduled so far, in the order they match.
-    pub fn faults(&self) -> &FaultSchedule {
-        &self.faults
-    }
-    /// One entry per attempt not yet drained, oldest first.
-    pub fn timeline(&self) -> &[TimelineEntry] {
-        &self.timeline
-    }
-
-    /// Hands out the timeline so far and forgets it, so long simulations stream their
-    /// output in constant memory. [`World::unsettled`] only sees entries not yet drained.
-    pub fn drain_timeline(&mut self) -> Vec<TimelineEntry> {
-        self.drained += self.timeline.len() as u64;
-        std::mem::take(&mut self.timeline)
-    }
-
-    /// Hands out the full attempt logs kept so far and forgets them (with
-    /// [`Retention::Full`], streaming traces out of a long run).
-    pub fn drain_logs(&mut self) -> Vec<AttemptLog> {
-        std::mem::take(&mut self.logs)
-    }
-
-    /// Attempts run so far (drained or not).
-    pub fn attempts_run(&self) -> u64 {
-        self.drained + self.timeline.len() as u64
-    }
-    /// How many attempts were answered from the memo of the release's last identical NoOp
-    /// instead of running the core (see [`World::with_attempt_memo`]).
-    pub fn memoised_attempts(&self) -> u64 {
-        self.memo_hits
-    }
-    /// The full attempt logs kept (with `Retention::Full`) and not yet drained.
-    pub fn logs(&self) -> &[AttemptLog] {
-        &self.logs
-    }
-    /// Events the core emitted so far; empty with [`Retention::Timeline`].
-    pub fn events(&self) -> &[RecordedEvent] {
-        &self.events
-    }
-    /// The operator's metrics so far, as the interpreter would export them.
-    pub fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-    /// Every watch trigger so far (what re-queued a release early, and when); empty with
-    /// [`Retention::Timeline`].
-    pub fn triggers(&self) -> &[Trigger] {
-        &self.triggers
-    }
-    /// When the release is next due, if queued.
-    pub fn due(&self, key: &ReleaseKey) -> Option<Timestamp> {
-        self.due.get(key).copied()
-    }
-    /// Scheduled events not yet applied.
-    pub fn pending_events(&self) -> usize {
-        self.schedule.len()
-    }
-
-    // ---- setup (command mutators) -------------------------------------------------------
-
-    /// Creates a namespace.
-    pub fn namespace(&mut self, ns: &str) -> &mut Self {
-        self.epoch += 1;
-        self.store.ensure_namespace(ns);
-        self
-    }
-
-    /// Publishes a module version to the registry.
-    pub fn add_module(&mut self, path: &str, version: &str, def: ModuleDef) -> &mut Self {
-        self.epoch += 1;
-        self.catalog.add_module(path, version, def);
-        self
-    }
-
-    /// Stores `artifact` and makes `source` ready with it (creating the source if needed),
-    /// re-triggering every release that uses the source when the artifact changed.
-    pub fn publish(&mut self, source: &SourceId, artifact: ArtifactDef) -> SourceArtifact {
-        self.epoch += 1;
-        let adv = self.catalog.add_artifact(artifact);
-        let entry = self.catalog.sources.entry(source.clone()).or_default();
-        let changed = entry.artifact.as_ref() != Some(&adv);
-        entry.ready = true;
-        entry.message.clear();
-        entry.artifact = Some(adv.clone());
-        if changed {
-            self.trigger_source_users(source, "newArtifact");
-        }
-        adv
-    }
-
-    /// Creates a ServiceAccount with its grants; the releases of its namespace waiting for
-    /// one re-trigger [`triggers::SERVICE_ACCOUNT_SETTLE`] later, as the operator does.
-    pub fn add_service_account(&mut self, ns: &str, name: &str, grants: Vec<Grant>) -> &mut Self {
-        self.epoch += 1;
-        self.rbac.create_account(ns, name);
-        for g in grants {
-            self.rbac.grant(ns, name, g);
-        }
-        let keys: Vec<ReleaseKey> = self
-            .releases
-            .iter()
-            .filter(|(k, r)| {
-                k.namespace == ns && triggers::waits_for_service_account(r.object.status())
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
-        let at = add(self.now, triggers::SERVICE_ACCOUNT_SETTLE);
-        for k in keys {
-            self.trigger_at(&k, at, "serviceAccountCreated");
-        }
-        self
-    }
-
-    /// Creates a release (due at once). Its namespace is created too.
-    pub fn create_release(&mut self, object: ReleaseObject) -> Result<ReleaseKey, WorldError> {
-        self.epoch += 1;
-        let ns = object.meta().namespace.clone().unwrap_or_default();
-        self.store.ensure_namespace(&ns);
-        let uid = self.rng.uuid();
-        let key = self.releases.create(object, false, uid, self.now)?;
-        self.trigger(&key, "created");
-        Ok(key)
-    }
-
-    /// A release someone else reconciles, only read by dependency checks.
-    pub fn add_external_release(
-        &mut self,
-        object: ReleaseObject,
-    ) -> Result<ReleaseKey, WorldError> {
-        self.epoch += 1;
-        let uid = self.rng.uuid();
-        Ok(self.releases.create(object, true, uid, self.now)?)
-    }
-
-    /// Schedules a fault; refused when its error cannot hit that effect kind.
-    pub fn add_fault(&mut self, fault: Fault) -> Result<(), WorldError> {
-        self.epoch += 1;
-        Ok(self.faults.add(fault)?)
-    }
-
-    /// Schedules `event` at `at` (applied before attempts due at the same time).
-    pub fn schedule(&mut self, at: Timestamp, event: WorldEvent) {
-        self.schedule.insert((at, self.next_event_seq), event);
-        self.next_event_seq += 1;
-    }
-
-    /// Schedules `event` at now + `after`.
-    pub fn schedule_after(&mut self, after: Duration, event: WorldEvent) {
-        let at = add(self.now, after);
-        self.schedule(at, event);
-    }
-
     // ---- queue ------------------------------------------------------------------------
 
     fn set_due(&mut self, key: &ReleaseKey, at: Timestamp) {
@@ -530,11 +350,6 @@ impl World {
         for k in dependents {
             self.trigger(&k, "dependencyReady");
         }
-    }
-
-    /// The live object with this identity, if any.
-    pub fn object(&self, id: &ResourceId) -> Option<&StoredObject> {
-        self.store.get(id)
     }
 }
 

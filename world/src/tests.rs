@@ -8,7 +8,7 @@ use super::*;
 use opm_core::constants::FINALIZER;
 use opm_core::effect::{ApplyStage, Deletion, Effect, EffectKind, SourceLocator};
 use opm_core::input::{ApiError, ApplyAction, FetchError, InputKind, SourceError};
-use opm_core::object::DesiredObject;
+use opm_core::object::{DesiredObject, ResourceId};
 
 fn t(s: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + s).unwrap()
