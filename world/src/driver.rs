@@ -1,18 +1,17 @@
-//! Drives attempts through the machine and the clock through time.
+//! Drives attempts through the machine.
 //!
 //! One attempt follows the drain rule of the crate docs: start with `Observed`, execute the
 //! whole batch, feed the awaited effect's result, repeat until `Done`. Between attempts the
-//! clock jumps *exactly* to the next due attempt or scheduled event (events first at equal
-//! times, then attempts by due time and key); nothing ever nudges time forward to escape a
-//! livelock: [`World::drive_bounded`] reports [`Stuck`] instead.
+//! clock moves as `clock` says.
 
-use jiff::Timestamp;
+use std::time::Duration;
 
 use opm_core::effect::Effect;
 use opm_core::input::{Input, InputKind};
 use opm_core::machine::Attempt;
 use opm_core::object::ReleaseKey;
 use opm_core::outcome::Outcome;
+use opm_core::reason::Reason;
 
 use super::log::AttemptLog;
 use super::memo::{Ended, Recording};
@@ -25,32 +24,6 @@ struct Ran {
     ended: Ended,
     inputs: Vec<Input>,
     batches: Vec<Vec<Effect>>,
-}
-
-/// What [`World::step`] did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Step {
-    /// Applied a scheduled event at this time.
-    Event(Timestamp),
-    /// Ran an attempt for this release (its timeline entry is the last one).
-    Attempt(ReleaseKey),
-    /// Nothing is scheduled or due.
-    Idle,
-}
-
-/// The world did not settle within the attempt budget.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("not settled after {attempts} attempts at {at}: {unsettled:?} ({error:?})")]
-pub struct Stuck {
-    /// Attempts this drive ran before it stopped.
-    pub attempts: usize,
-    /// The virtual time it stopped at.
-    pub at: Timestamp,
-    /// Releases whose last attempt since their last change was not a NoOp (or that have
-    /// not been attempted since).
-    pub unsettled: Vec<ReleaseKey>,
-    /// Set when the world stopped on an error rather than on the budget.
-    pub error: Option<Box<WorldError>>,
 }
 
 fn check_batch(key: &ReleaseKey, batch: &[Effect]) -> Result<(), WorldError> {
@@ -94,7 +67,7 @@ impl World {
     /// [`World::run_attempt`] for the driver, which does not look at the log: with
     /// `Retention::Timeline` only the timeline entry is made, read from the stored status
     /// where it lies (a copy of every status was a sixth of a long run), and no log is kept.
-    fn run_attempt_unlogged(&mut self, key: &ReleaseKey) -> Result<(), WorldError> {
+    pub(super) fn run_attempt_unlogged(&mut self, key: &ReleaseKey) -> Result<(), WorldError> {
         if self.retention == Retention::Full {
             return self.run_attempt(key).map(|_| ());
         }
@@ -120,24 +93,7 @@ impl World {
             _ => None,
         };
         let ran = match remembered {
-            Some(ended) => {
-                // The same attempt as last time: its metrics again, and nothing else (its
-                // events are not kept with `Retention::Timeline`).
-                if let Some(memo) = self.memos.get_mut(key) {
-                    memo.checked_at(self.store_writes);
-                    for m in memo.metrics() {
-                        self.metrics.record(key, m);
-                    }
-                }
-                self.current = Default::default();
-                self.memo_hits += 1;
-                Ran {
-                    found: true,
-                    ended,
-                    inputs: Vec::new(),
-                    batches: Vec::new(),
-                }
-            }
+            Some(ended) => self.replay_memo(key, ended),
             None => self.run_machine(key, memoise, version)?,
         };
         let Ended {
@@ -150,6 +106,50 @@ impl World {
         if opm_core::triggers::forgets_series(ran.found, reason) {
             self.metrics.forget(key);
         }
+        self.requeue(key, outcome, requeue_after);
+        let current = std::mem::take(&mut self.current);
+        let id = self.attempts_run();
+        Ok(AttemptLog {
+            id,
+            key: key.clone(),
+            started_at,
+            finished_at: self.now,
+            steps,
+            inputs: ran.inputs,
+            batches: ran.batches,
+            outcome: Some(outcome),
+            reason: reason.to_string(),
+            requeue_after,
+            // Filled in by `run_attempt`, which keeps the log.
+            status: None,
+            deleted: current.deleted,
+            status_mismatches: current.status_mismatches,
+        })
+    }
+
+    /// The same attempt as last time: its metrics again, and nothing else (its events are
+    /// not kept with `Retention::Timeline`).
+    fn replay_memo(&mut self, key: &ReleaseKey, ended: Ended) -> Ran {
+        if let Some(memo) = self.memos.get_mut(key) {
+            memo.checked_at(self.store_writes);
+            for m in memo.metrics() {
+                self.metrics.record(key, m);
+            }
+        }
+        self.current = Default::default();
+        self.memo_hits += 1;
+        Ran {
+            found: true,
+            ended,
+            inputs: Vec::new(),
+            batches: Vec::new(),
+        }
+    }
+
+    /// Sets when `key` is next due after an attempt that asked for `requeue_after` (with
+    /// the operator's jitter on success, when on); a watch trigger during the attempt
+    /// keeps its earlier time.
+    fn requeue(&mut self, key: &ReleaseKey, outcome: Outcome, requeue_after: Option<Duration>) {
         let mut requeue = requeue_after;
         if self.jitter
             && matches!(
@@ -171,24 +171,6 @@ impl World {
                 self.set_due(key, at);
             }
         }
-        let current = std::mem::take(&mut self.current);
-        let id = self.attempts_run();
-        Ok(AttemptLog {
-            id,
-            key: key.clone(),
-            started_at,
-            finished_at: self.now,
-            steps,
-            inputs: ran.inputs,
-            batches: ran.batches,
-            outcome: Some(outcome),
-            reason: reason.to_string(),
-            requeue_after,
-            // Filled in by `run_attempt`, which keeps the log.
-            status: None,
-            deleted: current.deleted,
-            status_mismatches: current.status_mismatches,
-        })
     }
 
     /// Runs the core for one attempt of `key`, drained to `Done`: whether the release was
@@ -226,26 +208,8 @@ impl World {
         let mut batches = Vec::new();
         let done = loop {
             check_batch(key, &batch)?;
-            let mut answer = None;
-            for e in &batch {
-                if let Some(r) = recording.as_mut() {
-                    r.note(self, e);
-                }
-                // Each effect is bounded as the operator bounds it (`Attempt::bound`): the
-                // finishing ones outlive the attempt's deadline by their own allowance.
-                self.current.deadline = Some(add(self.now, machine.bound(self.now, e)));
-                answer = self.execute(key, e).or(answer);
-            }
-            // Only `Done` is copied out of the batch: cloning every last effect copied each
-            // drift check's manifests once more.
-            let done = match batch.last() {
-                Some(Effect::Done {
-                    outcome,
-                    reason,
-                    requeue_after,
-                }) => Some((*outcome, *reason, *requeue_after)),
-                _ => None,
-            };
+            let answer = self.run_batch(key, &machine, &batch, recording.as_mut());
+            let done = done_of(&batch);
             if keep {
                 batches.push(std::mem::take(&mut batch));
             }
@@ -278,13 +242,9 @@ impl World {
         };
         let clean = !self.current.faulted && self.now == started_at;
         match recording.and_then(|r| r.finish(self, version, ended, clean)) {
-            Some(m) => {
-                self.memos.insert(key.clone(), m);
-            }
-            None => {
-                self.memos.remove(key);
-            }
-        }
+            Some(m) => self.memos.insert(key.clone(), m),
+            None => self.memos.remove(key),
+        };
         Ok(Ran {
             found,
             ended,
@@ -293,114 +253,37 @@ impl World {
         })
     }
 
-    /// When the next thing happens: a scheduled event or a due attempt.
-    pub fn next_wakeup(&self) -> Option<Timestamp> {
-        let ev = self.schedule.keys().next().map(|(t, _)| *t);
-        let at = self.queue.iter().next().map(|(t, _)| *t);
-        match (ev, at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+    /// Executes one batch of effects, each bounded as the operator bounds it
+    /// (`Attempt::bound`: the finishing ones outlive the attempt's deadline by their own
+    /// allowance); the answer to the awaited one, if any.
+    fn run_batch(
+        &mut self,
+        key: &ReleaseKey,
+        machine: &Attempt,
+        batch: &[Effect],
+        mut recording: Option<&mut Recording>,
+    ) -> Option<InputKind> {
+        let mut answer = None;
+        for e in batch {
+            if let Some(r) = recording.as_deref_mut() {
+                r.note(self, e);
+            }
+            self.current.deadline = Some(add(self.now, machine.bound(self.now, e)));
+            answer = self.execute(key, e).or(answer);
         }
+        answer
     }
+}
 
-    /// Does the next thing: applies the earliest scheduled event, or runs the earliest due
-    /// attempt, moving the clock to its time (never backwards).
-    pub fn step(&mut self) -> Result<Step, WorldError> {
-        let ev = self.schedule.keys().next().copied();
-        let at = self.queue.first().map(|(t, _)| *t);
-        let event_first = match (&ev, &at) {
-            (Some((te, _)), Some(ta)) => te <= ta,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        match (ev, at) {
-            (Some((t, seq)), _) if event_first => {
-                self.now = self.now.max(t);
-                // The key was just read from the map.
-                let event = self.schedule.remove(&(t, seq)).expect("scheduled event");
-                self.apply_event(event)?;
-                Ok(Step::Event(t))
-            }
-            (_, Some(_)) => {
-                // Taken off the queue here (the attempt would clear it anyway), so its key
-                // is moved out rather than copied.
-                let (t, key) = self.queue.pop_first().expect("queue checked non-empty");
-                self.due.remove(&key);
-                self.now = self.now.max(t);
-                self.run_attempt_unlogged(&key)?;
-                Ok(Step::Attempt(key))
-            }
-            _ => Ok(Step::Idle),
-        }
-    }
-
-    /// Runs everything due up to and including `t`, then sets the clock to `t`. Returns the
-    /// number of attempts run.
-    pub fn drive_until(&mut self, t: Timestamp) -> Result<usize, WorldError> {
-        let mut attempts = 0;
-        while self.next_wakeup().is_some_and(|w| w <= t) {
-            if let Step::Attempt(_) = self.step()? {
-                attempts += 1;
-            }
-        }
-        self.now = self.now.max(t);
-        Ok(attempts)
-    }
-
-    /// Releases that are not settled: changed since their last attempt, or whose last
-    /// attempt asked to come back and was not a NoOp.
-    pub fn unsettled(&self) -> Vec<ReleaseKey> {
-        let mut last: std::collections::BTreeMap<&ReleaseKey, &super::TimelineEntry> =
-            Default::default();
-        for e in &self.timeline {
-            last.insert(&e.key, e);
-        }
-        self.releases
-            .iter()
-            .filter(|(_, r)| !r.external)
-            .filter(|(k, _)| {
-                let Some(e) = last.get(k) else {
-                    return true;
-                };
-                let changed = self.changed_at.get(*k).is_some_and(|c| *c > e.started_at);
-                let calm = e.requeue_after.is_none() || e.outcome == Some(Outcome::NoOp);
-                changed || !calm
-            })
-            .map(|(k, _)| k.clone())
-            .collect()
-    }
-
-    /// Steps until no event is pending and every release is settled, running at most
-    /// `max_attempts` attempts. Returns the attempts run.
-    pub fn drive_bounded(&mut self, max_attempts: usize) -> Result<usize, Stuck> {
-        let mut attempts = 0;
-        loop {
-            if self.schedule.is_empty() && self.unsettled().is_empty() {
-                return Ok(attempts);
-            }
-            if attempts >= max_attempts {
-                return Err(Stuck {
-                    attempts,
-                    at: self.now,
-                    unsettled: self.unsettled(),
-                    error: None,
-                });
-            }
-            let error = match self.step() {
-                Ok(Step::Attempt(_)) => {
-                    attempts += 1;
-                    continue;
-                }
-                Ok(Step::Event(_)) => continue,
-                Ok(Step::Idle) => None,
-                Err(e) => Some(Box::new(e)),
-            };
-            return Err(Stuck {
-                attempts,
-                at: self.now,
-                unsettled: self.unsettled(),
-                error,
-            });
-        }
+/// The batch's `Done`, if it ends with one. Only `Done` is copied out of the batch: cloning
+/// every last effect copied each drift check's manifests once more.
+fn done_of(batch: &[Effect]) -> Option<(Outcome, Reason, Option<Duration>)> {
+    match batch.last() {
+        Some(Effect::Done {
+            outcome,
+            reason,
+            requeue_after,
+        }) => Some((*outcome, *reason, *requeue_after)),
+        _ => None,
     }
 }

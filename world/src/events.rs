@@ -211,25 +211,12 @@ impl World {
             WorldEvent::RequestReconcile { key, token } => {
                 self.annotate(&key, REQUESTED_AT_ANNOTATION, Some(token))
             }
-            WorldEvent::Delete { key } => {
-                let before = self.meta_of(&key);
-                if self.releases.delete(&key, self.now) {
-                    if self.releases.get(&key).is_some() {
-                        self.trigger_on_change(&key, before, "deleting");
-                    } else {
-                        // Gone at once (no finalizer): no attempt follows.
-                        self.clear_due(&key);
-                        self.metrics.forget(&key);
-                    }
-                }
-            }
+            WorldEvent::Delete { key } => self.delete_release(&key),
             WorldEvent::NewArtifact { source, artifact } => {
                 self.publish(&source, artifact);
             }
             WorldEvent::SourceNotReady { source, message } => {
-                let s = self.catalog.sources.entry(source).or_default();
-                s.ready = false;
-                s.message = message;
+                self.source_not_ready(source, message)
             }
             WorldEvent::Fault { fault } => self.add_fault(fault)?,
             WorldEvent::ClearFaults => self.faults.clear(),
@@ -275,16 +262,40 @@ impl World {
             } => self.set_kubeconfig(namespace, name, server),
             WorldEvent::Partition { server } => self.set_partition(&server, true),
             WorldEvent::Heal { server } => self.set_partition(&server, false),
-            WorldEvent::OperatorRestart => {
-                self.metrics = Default::default();
-                let keys: Vec<ReleaseKey> = self.releases.keys().cloned().collect();
-                for k in keys {
-                    self.trigger(&k, "operatorRestart");
-                }
-                self.platform_controller_restarted();
-            }
+            WorldEvent::OperatorRestart => self.restart_operator(),
         }
         Ok(())
+    }
+
+    /// A user deletes the release: it gets a `deletionTimestamp` (an attempt follows), or
+    /// goes at once without a finalizer.
+    fn delete_release(&mut self, key: &ReleaseKey) {
+        let before = self.meta_of(key);
+        if self.releases.delete(key, self.now) {
+            if self.releases.get(key).is_some() {
+                self.trigger_on_change(key, before, "deleting");
+            } else {
+                // Gone at once (no finalizer): no attempt follows.
+                self.clear_due(key);
+                self.metrics.forget(key);
+            }
+        }
+    }
+
+    fn source_not_ready(&mut self, source: SourceId, message: String) {
+        let s = self.catalog.sources.entry(source).or_default();
+        s.ready = false;
+        s.message = message;
+    }
+
+    /// The operator restarts: metrics from zero, every release due at once.
+    fn restart_operator(&mut self) {
+        self.metrics = Default::default();
+        let keys: Vec<ReleaseKey> = self.releases.keys().cloned().collect();
+        for k in keys {
+            self.trigger(&k, "operatorRestart");
+        }
+        self.platform_controller_restarted();
     }
 
     fn annotate(&mut self, key: &ReleaseKey, name: &str, value: Option<String>) {

@@ -41,7 +41,7 @@
 //!
 //! | SPEC section | module |
 //! |---|---|
-//! | §3 One attempt, the drain rule; §5 requeue and jitter | `driver` ([`World::run_attempt`], [`World::step`]) |
+//! | §3 One attempt, the drain rule; §5 requeue and jitter | `driver` ([`World::run_attempt`]); the virtual clock: `clock` ([`World::step`], [`World::drive_bounded`]) |
 //! | §5, §14, §15 what re-triggers an attempt (watches) | `events` ([`WorldEvent`]), with the core's `opm_core::triggers` |
 //! | §9 Prune, §12 deletion, §19 apply, §20 drift, §25 ownership, §32 teardown waits: the effects | `effects` (one file per effect kind, as in `interpreter/src/effects/`) |
 //! | §19/§20/§25 server-side apply, field ownership, conflicts, immutable fields | `store` ([`Store`]) |
@@ -59,6 +59,7 @@
 #![warn(missing_docs)]
 
 mod catalog;
+mod clock;
 mod clusters;
 mod driver;
 mod effects;
@@ -85,7 +86,7 @@ use jiff::Timestamp;
 pub use catalog::{
     ArtifactDef, Catalog, Exported, FluxSource, ModuleDef, SourceId, exported, normalise_path,
 };
-pub use driver::{Step, Stuck};
+pub use clock::{Step, Stuck};
 pub use effects::{Metrics, RecordedEvent};
 pub use events::WorldEvent;
 pub use faults::{Fault, FaultError, FaultMismatch, FaultSchedule};
