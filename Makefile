@@ -82,7 +82,7 @@ fuzz:
 	OPM_FUZZ_CASES=1000000 cargo test --locked -p opm-core --test fuzz_render_value -- --nocapture
 	OPM_FUZZ_CASES=100000 cargo test --locked -p opm-core --test fuzz_spec -- --nocapture
 	OPM_FUZZ_CASES=100000 cargo test --release --locked -p opm-core --test fuzz_health_cel -- --nocapture
-	cargo bench --locked -p opm-core --bench fault_schedules
+	cargo bench --locked -p opm-world --bench fault_schedules
 
 # Side by side with Flux kustomize-controller (builds it from its Go module once, then
 # 100 and 1000 releases at concurrency 4 and 10, in three tables: as shipped, tuned, and

@@ -66,7 +66,7 @@
 //! | §20 Drift detection | [`drift`] (field comparison: [`fields`]) |
 //! | §21 Metrics | [`effect`] ([`Metric`]) |
 //! | §22 Operator process | [`config`] (`/healthz`: [`liveness`]) |
-//! | §23 Traces and simulation | [`trace`] (the simulated world: [`world`]) |
+//! | §23 Traces and simulation | [`trace`] (the simulated world: the `opm-world` crate, `world/`) |
 //! | §24 Limits | [`config`] (per-namespace fairness: [`fairness`]) |
 //! | §25 Ownership | [`ownership`] |
 //! | §26 Health | [`health`] |
@@ -138,7 +138,6 @@ pub mod teardown;
 pub mod trace;
 pub mod triggers;
 pub mod values_from;
-pub mod world;
 
 pub use config::{AllowOperatorIdentity, Config};
 pub use effect::{Effect, EffectKind, Event, EventType, Metric};
@@ -147,4 +146,3 @@ pub use machine::Attempt;
 pub use object::{DesiredObject, Kind, ReleaseKey, ReleaseObject, ResourceId};
 pub use outcome::Outcome;
 pub use reason::Reason;
-pub use world::World;

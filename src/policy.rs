@@ -7,6 +7,10 @@
 //! optional `target` selector) and its field-ownership semantics: an ignored field another
 //! manager owns is left out of what we apply, so we never claim it; one only we manage keeps
 //! its live value, so an apply never resets it. Either way it is never drift.
+//!
+//! Whether an object is written at all, and forced, is [`write_plan`] (skip, apply, force),
+//! the one home of that rule for the operator's apply, the simulated world and
+//! `kubectl opm diff`; what is written is [`prepare`].
 
 use std::collections::BTreeMap;
 
@@ -20,6 +24,9 @@ use crate::outcome::Failure;
 use crate::reason::Reason;
 
 pub mod recreate;
+mod write_plan;
+
+pub use write_plan::{WritePlan, write_plan};
 
 /// `releases.opmodel.dev/ssa`.
 pub const SSA_ANNOTATION: &str = "releases.opmodel.dev/ssa";

@@ -252,11 +252,13 @@ fn hook_words(phase: hooks::HookPhase) -> &'static str {
 }
 
 async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<()> {
-    use opm_core::policy::SsaPolicy;
     let api =
         match opm_operator::kube::dynamic::api_for(ctx.client.clone(), ctx.resolver, &o.id).await {
             Ok(a) => a,
-            Err(ApiError::NotFound { .. }) if o.policy.ssa == SsaPolicy::Ignore => {
+            // Not even created when absent (`ssa: Ignore`): its kind need not exist.
+            Err(ApiError::NotFound { .. })
+                if !policy::write_plan(&o.policy, false, ctx.force).writes() =>
+            {
                 report.unchanged += 1;
                 return Ok(());
             }
@@ -331,9 +333,9 @@ async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<
             return Ok(());
         }
     }
-    if o.policy.ssa == SsaPolicy::Ignore
-        || (o.policy.ssa == SsaPolicy::IfNotPresent && live.is_some())
-    {
+    // SPEC §28's write plan, as the operator's apply asks it.
+    let plan = policy::write_plan(&o.policy, live.is_some(), ctx.force);
+    if !plan.writes() {
         report.unchanged += 1;
         return Ok(());
     }
@@ -343,7 +345,7 @@ async fn check(ctx: &Ctx<'_>, o: &DesiredObject, report: &mut Report) -> Result<
         .map_err(|e| CliError::Other(e.to_string()))?;
     let manifest = policy::prepare(&manifest, live.as_ref(), &o.policy, FIELD_MANAGER);
     let mut params = PatchParams::apply(FIELD_MANAGER).dry_run();
-    if ctx.force && o.policy.ssa != SsaPolicy::Merge {
+    if plan.forced() {
         params = params.force();
     }
     let dry = match api

@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use jiff::Timestamp;
 use opm_core::duration;
 use opm_core::object::ReleaseKey;
-use opm_core::world::{TimelineEntry, World};
+use opm_world::{TimelineEntry, World};
 use serde::Serialize;
 
 /// `+HH:MM:SS` from the start (hours grow past 99 if they must).

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use opm_core::world::{AttemptLog, Retention, World, WorldError};
 use opm_sim::scenario::{Scenario, ScenarioError, release_count};
+use opm_world::{AttemptLog, Retention, World, WorldError};
 
 use crate::report::{Report, offset};
 use crate::svg::Picture;

@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use opm_core::Config;
 use opm_core::duration;
 use opm_core::object::ReleaseObject;
-use opm_core::world::{
+use opm_world::{
     ArtifactDef, Fault, FaultError, Grant, ModuleDef, PlatformDef, SimRollout, SourceId,
     TimelineEntry, World, WorldError, WorldEvent,
 };

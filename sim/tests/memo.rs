@@ -6,15 +6,15 @@
 
 use std::path::Path;
 
-use opm_core::world::{Retention, World};
 use opm_sim::scenario::Scenario;
+use opm_world::{Retention, World};
 
 fn load(path: &Path) -> Scenario {
     let text = std::fs::read_to_string(path).unwrap();
     serde_saphyr::from_str(&text).unwrap()
 }
 
-fn run(s: &Scenario, memo: bool) -> (World, Vec<opm_core::world::TimelineEntry>) {
+fn run(s: &Scenario, memo: bool) -> (World, Vec<opm_world::TimelineEntry>) {
     let end = s.end().unwrap();
     let mut w = s
         .build()

@@ -285,7 +285,7 @@ fn the_same_scenario_and_seed_give_byte_identical_text_json_and_svg() {
 #[test]
 fn every_attempt_through_the_core_gives_the_same_output() {
     // By default an unchanged NoOp is answered from the release's last attempt
-    // (`src/world/memo.rs`); `--every-attempt` runs the core for each one.
+    // (`world/src/memo.rs`); `--every-attempt` runs the core for each one.
     for name in [
         "flaky-fleet.yaml",
         "slow-rollout.yaml",

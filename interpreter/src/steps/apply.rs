@@ -14,7 +14,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PatchParams};
 use opm_core::effect::ApplyStage;
 use opm_core::input::{AppliedObject, ApplyAction, ApplyReport};
-use opm_core::policy::SsaPolicy;
+use opm_core::policy;
 use opm_core::{ApiError, DesiredObject};
 use serde_json::Value;
 
@@ -76,8 +76,10 @@ async fn apply_one(ctx: &ApplyCtx<'_>, obj: &DesiredObject) -> Result<ApplyActio
     );
     let name = &obj.id.name;
     let mut params = PatchParams::apply(ctx.field_manager);
-    // `ssa: Merge` never takes fields from other managers (SPEC §28).
-    params.force = ctx.force && obj.policy.ssa != SsaPolicy::Merge;
+    // SPEC §28's write plan: `ssa: Merge` never takes fields from other managers. Whether
+    // the object exists matters only to `IfNotPresent`, whose only write is the create, and
+    // to `Ignore`, which never writes: both are decided in `apply_with_policy` once read.
+    params.force = policy::write_plan(&obj.policy, false, ctx.force).forced();
     let target = Target {
         ctx,
         api: &api,

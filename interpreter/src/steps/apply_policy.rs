@@ -1,5 +1,6 @@
 //! Apply of one object that carries a per-object policy (SPEC §28), executing what the
-//! core decided: `ssa: IfNotPresent` creates but never updates; ignore rules and
+//! core decided: whether to write at all ([`opm_core::policy::write_plan`]: `ssa:
+//! IfNotPresent` creates but never updates, `Ignore` never writes); ignore rules and
 //! `ssa: Merge` shape the manifest against the live object ([`opm_core::policy::prepare`]);
 //! `force: enabled` deletes and recreates the object, with a UID precondition, when the
 //! core says so ([`opm_core::policy::recreate`]: a typed immutability refusal, never a
@@ -12,7 +13,7 @@ use std::time::Duration;
 use kube::api::{DeleteParams, Preconditions};
 use opm_core::ApiError;
 use opm_core::input::ApplyAction;
-use opm_core::policy::{self, SsaPolicy};
+use opm_core::policy;
 use serde_json::Value;
 
 use crate::kube::compare::same_object;
@@ -29,11 +30,9 @@ pub(crate) async fn apply_with_policy(
 ) -> Result<ApplyAction, ApiError> {
     let (ctx, api, obj) = (t.ctx, t.api, t.obj);
     let live = read_live(t).await?;
-    match (obj.policy.ssa, &live) {
-        (SsaPolicy::IfNotPresent, Some(_)) | (SsaPolicy::Ignore, _) => {
-            return Ok(ApplyAction::Unchanged);
-        }
-        _ => {}
+    // SPEC §28's write plan: `Ignore` never writes, `IfNotPresent` only creates.
+    if !policy::write_plan(&obj.policy, live.is_some(), ctx.force).writes() {
+        return Ok(ApplyAction::Unchanged);
     }
     let prepared = policy::prepare(manifest, live.as_ref(), &obj.policy, ctx.field_manager);
     let first = match &live {

@@ -885,3 +885,99 @@ async fn wait_for_termination_waits_for_an_object_held_by_a_finalizer() {
     assert!(op.replay_traces() > 0);
     op.stop().await;
 }
+
+/// `data` of each ConfigMap the policy test below renders, `null` when it does not exist.
+async fn policy_cluster(cms: &Api<ConfigMap>) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for name in ["p-ifnp", "p-mrg", "p-ign", "p-plain"] {
+        let data = cms
+            .get_opt(name)
+            .await
+            .unwrap()
+            .map_or(serde_json::Value::Null, |c| {
+                json!(c.data.unwrap_or_default())
+            });
+        out.insert(name.into(), data);
+    }
+    serde_json::Value::Object(out)
+}
+
+/// The simulated world predicts this cluster: the same release, the same edits and the same
+/// new revision as the world's `policies_give_the_cluster_the_operator_gives`
+/// (world/tests/world_policies.rs), and the same `data` in every object at the end.
+/// IfNotPresent keeps what it had (the edit included), Merge leaves `k` to its new owner
+/// and updates `j`, Ignore never writes, the plain object is corrected and updated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policies_give_the_cluster_the_world_predicts() {
+    let (env, ns) = namespace().await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    let pkg = Package::start().await;
+    let ssa = "releases.opmodel.dev/ssa";
+    let objects = |revision: &str| {
+        let cm = |name: &str| configmap(name, json!({"k": revision, "j": revision}));
+        json!({"app": {
+            "ifnp": annotated(cm("p-ifnp"), ssa, "IfNotPresent"),
+            "mrg": annotated(cm("p-mrg"), ssa, "Merge"),
+            "ign": annotated(cm("p-ign"), ssa, "Ignore"),
+            "plain": cm("p-plain"),
+        }})
+    };
+    pkg.publish(
+        &ns.client,
+        &ns.name,
+        "pol",
+        &release_package("pol", &objects("ours")),
+    )
+    .await;
+    let spec = json!({"prune": true, "driftDetection": {"mode": "Correct"}});
+    create_rel(&ns.client, &release(&ns.name, "pol", "pol", ".", spec)).await;
+    wait_rel(&ns.client, &ns.name, "pol", "Ready", is_ready_rel).await;
+    let cms = Api::<ConfigMap>::namespaced(ns.client.clone(), &ns.name);
+    assert_eq!(
+        policy_cluster(&cms).await,
+        json!({
+            "p-ifnp": {"j": "ours", "k": "ours"},
+            "p-mrg": {"j": "ours", "k": "ours"},
+            "p-ign": null,
+            "p-plain": {"j": "ours", "k": "ours"},
+        })
+    );
+
+    // Another writer (a `kubectl edit`) changes `data.k` of three of them.
+    let edit = PatchParams {
+        field_manager: Some("someone".into()),
+        ..Default::default()
+    };
+    for name in ["p-ifnp", "p-mrg", "p-plain"] {
+        cms.patch(name, &edit, &Patch::Merge(json!({"data": {"k": "theirs"}})))
+            .await
+            .unwrap();
+    }
+    // A new revision changes every value.
+    let v2 = pkg
+        .publish(
+            &ns.client,
+            &ns.name,
+            "pol",
+            &release_package("pol", &objects("v2")),
+        )
+        .await;
+    wait_rel(&ns.client, &ns.name, "pol", "revision v2 applied", |o| {
+        is_ready_rel(o)
+            && o.status
+                .as_ref()
+                .is_some_and(|s| s.last_applied_source_digest == v2.digest)
+    })
+    .await;
+    assert_eq!(
+        policy_cluster(&cms).await,
+        json!({
+            "p-ifnp": {"j": "ours", "k": "theirs"},
+            "p-mrg": {"j": "v2", "k": "theirs"},
+            "p-ign": null,
+            "p-plain": {"j": "v2", "k": "v2"},
+        })
+    );
+    assert!(op.replay_traces() > 0);
+    op.stop().await;
+}

@@ -1,0 +1,45 @@
+//! `Prune`: deletes (or, for an orphan, unlabels) stale objects, each with its UID
+//! precondition (SPEC §9, §12).
+
+use opm_core::effect::{Deletion, Impersonation};
+use opm_core::input::{ApiError, InputKind, ObjectResult};
+
+use super::World;
+use crate::rbac::Verb;
+
+impl World {
+    pub(super) fn prune(
+        &mut self,
+        deletions: &[Deletion],
+        identity: Option<&Impersonation>,
+        api_err: Option<ApiError>,
+    ) -> InputKind {
+        let mut results = Vec::with_capacity(deletions.len());
+        for (i, d) in deletions.iter().enumerate() {
+            let result = match (&api_err, i) {
+                (Some(e), 0) => Err(e.clone()),
+                _ if d.orphan => self.authorize(identity, Verb::Apply, &d.id).and_then(|()| {
+                    self.store.remove_labels(
+                        &d.id,
+                        Some(&d.uid),
+                        &opm_core::constants::labels::STAMPED,
+                    )
+                }),
+                _ => self
+                    .authorize(identity, Verb::Delete, &d.id)
+                    .and_then(|()| self.store.delete(&d.id, Some(&d.uid))),
+            };
+            if result.is_ok() {
+                self.store_writes += 1;
+            }
+            if result.is_ok() && !d.orphan {
+                self.current.deleted.push(d.id.clone());
+            }
+            results.push(ObjectResult {
+                id: d.id.clone(),
+                result,
+            });
+        }
+        InputKind::Pruned { results }
+    }
+}
