@@ -16,14 +16,14 @@
 //!
 //! ## Shape (quinn's `Pair`, str0m's harness)
 //!
-//! * setup: [`World::new`], then command mutators ([`World::namespace`],
+//! * setup (`setup`): [`World::new`], then command mutators ([`World::namespace`],
 //!   [`World::add_module`], [`World::publish`], [`World::add_service_account`],
 //!   [`World::apply_platform`],
 //!   [`World::create_release`], [`World::add_fault`], [`World::schedule`]);
-//! * drive: [`World::run_attempt`] (one attempt drained to `Done`), [`World::step`] (the
-//!   next due thing), [`World::drive_until`], [`World::drive_bounded`] (fails with
-//!   [`Stuck`] instead of spinning);
-//! * observe: [`World::timeline`], [`World::logs`] (full [`AttemptLog`]s), [`World::events`],
+//! * drive (`driver`, `clock`): [`World::run_attempt`] (one attempt drained to `Done`),
+//!   [`World::step`] (the next due thing), [`World::drive_until`],
+//!   [`World::drive_bounded`] (fails with [`Stuck`] instead of spinning);
+//! * observe (`observe`): [`World::timeline`], [`World::logs`] (full [`AttemptLog`]s), [`World::events`],
 //!   [`World::metrics`], [`World::store`], [`World::releases`];
 //! * as data: `opm-sim`'s scenario format (its `scenario` module) builds and runs a world
 //!   from YAML or JSON; [`WorldEvent`] is the serde form of each scheduled change.
@@ -37,6 +37,16 @@
 //! (`tools/check-core-deps` checks both). Every decision stays in the core; what the world
 //! decides is only what the cluster would do.
 //!
+//! Its layout follows the interpreter's: `effects/` holds one executor per effect kind
+//! (the files named as in `interpreter/src/effects/`), dispatched from `effects/mod.rs`
+//! one arm per kind; the cluster they act on is the [`Store`] (`store/`: objects, their
+//! fields and managers, server-side apply's rules), the [`Releases`], the [`Rbac`] and the
+//! [`Catalog`]; the schedule apart from it is the scheduled [`WorldEvent`]s (`events`),
+//! the [`FaultSchedule`] (`faults`) and the seeded [`SplitMix64`] (`prng`), moved through
+//! time by `clock`. (The state is still one [`World`] value that every executor receives:
+//! a `Cluster` type of its own, as the interpreter's executors receive their context, is
+//! a step not taken yet.)
+//!
 //! ## Where each SPEC section lives
 //!
 //! | SPEC section | module |
@@ -44,7 +54,7 @@
 //! | §3 One attempt, the drain rule; §5 requeue and jitter | `driver` ([`World::run_attempt`]); the virtual clock: `clock` ([`World::step`], [`World::drive_bounded`]) |
 //! | §5, §14, §15 what re-triggers an attempt (watches) | `events` ([`WorldEvent`]), with the core's `opm_core::triggers` |
 //! | §9 Prune, §12 deletion, §19 apply, §20 drift, §25 ownership, §32 teardown waits: the effects | `effects` (one file per effect kind, as in `interpreter/src/effects/`) |
-//! | §19/§20/§25 server-side apply, field ownership, conflicts, immutable fields | `store` ([`Store`]) |
+//! | §19/§20/§25 server-side apply, field ownership, conflicts, immutable fields | `store` ([`Store`]; `store/ssa.rs`, `store/fields.rs`) |
 //! | §12 release objects: finalizers, generation, status subresource | `releases` ([`Releases`]) |
 //! | §15 Impersonation and RBAC | `rbac` ([`Rbac`], [`Grant`]) |
 //! | §16 sources, §17 artifacts, §18 render (modules as templates) | `catalog` ([`Catalog`]) |

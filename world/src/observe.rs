@@ -57,7 +57,7 @@ impl World {
     }
 
     /// Hands out the full attempt logs kept so far and forgets them (with
-    /// [`Retention::Full`], streaming traces out of a long run).
+    /// [`Retention::Full`](crate::Retention::Full), streaming traces out of a long run).
     pub fn drain_logs(&mut self) -> Vec<AttemptLog> {
         std::mem::take(&mut self.logs)
     }
@@ -75,7 +75,7 @@ impl World {
     pub fn logs(&self) -> &[AttemptLog] {
         &self.logs
     }
-    /// Events the core emitted so far; empty with [`Retention::Timeline`].
+    /// Events the core emitted so far; empty with [`Retention::Timeline`](crate::Retention::Timeline).
     pub fn events(&self) -> &[RecordedEvent] {
         &self.events
     }
@@ -84,7 +84,7 @@ impl World {
         &self.metrics
     }
     /// Every watch trigger so far (what re-queued a release early, and when); empty with
-    /// [`Retention::Timeline`].
+    /// [`Retention::Timeline`](crate::Retention::Timeline).
     pub fn triggers(&self) -> &[Trigger] {
         &self.triggers
     }
