@@ -18,6 +18,10 @@ impl World {
         for (i, d) in deletions.iter().enumerate() {
             let result = match (&api_err, i) {
                 (Some(e), 0) => Err(e.clone()),
+                // A pre-delete hook Job created suspended is resumed, not deleted (SPEC §32).
+                _ if d.resume => self
+                    .authorize(identity, Verb::Apply, &d.id)
+                    .and_then(|()| self.store.resume(&d.id, Some(&d.uid))),
                 _ if d.orphan => self.authorize(identity, Verb::Apply, &d.id).and_then(|()| {
                     self.store.remove_labels(
                         &d.id,
@@ -32,7 +36,10 @@ impl World {
             if result.is_ok() {
                 self.store_writes += 1;
             }
-            if result.is_ok() && !d.orphan {
+            if result.is_ok() && d.resume {
+                self.note_applied(&d.id);
+            }
+            if result.is_ok() && !d.orphan && !d.resume {
                 self.current.deleted.push(d.id.clone());
             }
             results.push(ObjectResult {
