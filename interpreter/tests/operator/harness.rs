@@ -539,3 +539,26 @@ pub fn release_package(name: &str, components: &Value) -> Vec<(&'static str, Str
 pub fn configmap(name: &str, data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
 }
+
+/// Publishes `components` and creates a Release of them with `wait` on and `spec`.
+pub async fn release_of(
+    ns: &opm_testenv::TestNamespace,
+    pkg: &Package,
+    name: &str,
+    components: Value,
+    spec: Value,
+) {
+    let src = format!("{name}-src");
+    pkg.publish(
+        &ns.client,
+        &ns.name,
+        &src,
+        &release_package(name, &components),
+    )
+    .await;
+    let mut extra = json!({"wait": true});
+    if let (Some(e), Value::Object(s)) = (extra.as_object_mut(), spec) {
+        e.extend(s);
+    }
+    create_rel(&ns.client, &release(&ns.name, name, &src, ".", extra)).await;
+}

@@ -41,29 +41,6 @@ fn job(name: &str, extra_pod_spec: Value, extra_spec: Value) -> Value {
     json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec})
 }
 
-/// Publishes `components` and creates a Release of them with `wait` on and `spec`.
-async fn release_of(
-    ns: &opm_testenv::TestNamespace,
-    pkg: &Package,
-    name: &str,
-    components: Value,
-    spec: Value,
-) {
-    let src = format!("{name}-src");
-    pkg.publish(
-        &ns.client,
-        &ns.name,
-        &src,
-        &release_package(name, &components),
-    )
-    .await;
-    let mut extra = json!({"wait": true});
-    if let (Some(e), Value::Object(s)) = (extra.as_object_mut(), spec) {
-        e.extend(s);
-    }
-    create_rel(&ns.client, &release(&ns.name, name, &src, ".", extra)).await;
-}
-
 fn ready_msg(o: &Release) -> String {
     o.status
         .as_ref()

@@ -43,26 +43,16 @@ fn deployment(name: &str, pod_extra: Value) -> Value {
             "template": {"metadata": {"labels": {"app": name}}, "spec": pod}}})
 }
 
-async fn release_of(
+/// Hooks run beside prune (a `pre-delete` hook before it): every release here prunes.
+async fn release_of_pruned(
     ns: &opm_testenv::TestNamespace,
     pkg: &Package,
     name: &str,
     components: Value,
-    spec: Value,
+    mut spec: Value,
 ) {
-    let src = format!("{name}-src");
-    pkg.publish(
-        &ns.client,
-        &ns.name,
-        &src,
-        &release_package(name, &components),
-    )
-    .await;
-    let mut extra = json!({"wait": true, "prune": true});
-    if let (Some(e), Value::Object(s)) = (extra.as_object_mut(), spec) {
-        e.extend(s);
-    }
-    create_rel(&ns.client, &release(&ns.name, name, &src, ".", extra)).await;
+    spec["prune"] = json!(true);
+    release_of(ns, pkg, name, components, spec).await;
 }
 
 fn ready_msg(o: &Release) -> String {
@@ -111,7 +101,7 @@ async fn a_pre_apply_job_completes_before_the_deployment_is_created() {
     let op = Operator::start(env, &ns.name, |_| {}).await;
     let pkg = Package::start().await;
     let label = gate(&ns.name);
-    release_of(
+    release_of_pruned(
         &ns,
         &pkg,
         "pre",
@@ -182,7 +172,7 @@ async fn a_failing_pre_apply_job_is_hook_failed_and_nothing_else_is_applied() {
     Workloads::global().await;
     let op = Operator::start(env, &ns.name, |_| {}).await;
     let pkg = Package::start().await;
-    release_of(
+    release_of_pruned(
         &ns,
         &pkg,
         "failing",
@@ -241,7 +231,7 @@ async fn a_post_apply_job_runs_only_after_the_rest_is_healthy() {
     let op = Operator::start(env, &ns.name, |_| {}).await;
     let pkg = Package::start().await;
     let label = gate(&ns.name);
-    release_of(
+    release_of_pruned(
         &ns,
         &pkg,
         "post",
@@ -308,7 +298,7 @@ async fn a_pre_delete_job_runs_before_deletion_prunes_anything() {
     let op = Operator::start(env, &ns.name, |_| {}).await;
     let pkg = Package::start().await;
     let label = gate(&ns.name);
-    release_of(
+    release_of_pruned(
         &ns,
         &pkg,
         "bye",
