@@ -355,3 +355,76 @@ async fn a_pre_delete_job_runs_before_deletion_prunes_anything() {
     op.stop().await;
     close_gate(&ns.client, &label).await;
 }
+
+/// Red team: the hook annotation is the tenant's. An unknown phase (a long one, cut in the
+/// message) and more hooks than `--max-hooks` (32 by default) each stall `RenderFailed`
+/// naming what is wrong, before anything of the release is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_bad_hook_annotation_or_too_many_hooks_stalls_before_any_write() {
+    let (env, ns) = namespace().await;
+    let op = Operator::start(env, &ns.name, |_| {}).await;
+    let pkg = Package::start().await;
+    let mut odd = configmap("odd", json!({"a": "1"}));
+    odd["metadata"]["annotations"] = json!({HOOK: "x".repeat(500)});
+    release_of_pruned(
+        &ns,
+        &pkg,
+        "unknown",
+        json!({"app": {"odd": odd, "plain": configmap("plain", json!({"a": "1"}))}}),
+        json!({}),
+    )
+    .await;
+    let got = wait_rel(
+        &ns.client,
+        &ns.name,
+        "unknown",
+        "RenderFailed",
+        reason_is_rel("RenderFailed"),
+    )
+    .await;
+    let msg = ready_msg(&got);
+    assert!(
+        msg.contains("/odd: annotation releases.opmodel.dev/hook: ")
+            && msg.contains("is not one of pre-apply, post-apply, pre-delete"),
+        "{msg}"
+    );
+    assert!(msg.len() < 300, "the tenant's value is cut: {msg}");
+    let stalled = condition(got.status.as_ref().unwrap(), "Stalled").map(|c| c.status.clone());
+    assert_eq!(stalled.as_deref(), Some("True"));
+
+    let many: serde_json::Map<String, Value> = (0..33)
+        .map(|i| {
+            let mut cm = configmap(&format!("h{i}"), json!({"a": "1"}));
+            cm["metadata"]["annotations"] = json!({HOOK: "pre-apply"});
+            (format!("h{i}"), cm)
+        })
+        .collect();
+    release_of_pruned(
+        &ns,
+        &pkg,
+        "many",
+        json!({"app": Value::Object(many)}),
+        json!({}),
+    )
+    .await;
+    let got = wait_rel(
+        &ns.client,
+        &ns.name,
+        "many",
+        "RenderFailed",
+        reason_is_rel("RenderFailed"),
+    )
+    .await;
+    assert_eq!(
+        ready_msg(&got),
+        "rendered 33 hooks; the cap is 32 (--max-hooks)"
+    );
+    let cms = Api::<ConfigMap>::namespaced(ns.client.clone(), &ns.name);
+    for name in ["odd", "plain", "h0", "h32"] {
+        assert!(
+            cms.get_opt(name).await.unwrap().is_none(),
+            "{name} was written"
+        );
+    }
+    op.stop().await;
+}
