@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api::ReleaseStatus;
+use crate::input::InputName;
 use crate::object::{DesiredObject, ReleaseKey, ResourceId};
 use crate::outcome::Outcome;
 use crate::reason::Reason;
@@ -377,27 +378,27 @@ impl Effect {
         }
     }
 
-    /// The name of the input that answers this effect (`InputKind::name`), if awaited.
-    pub fn answered_by(&self) -> Option<&'static str> {
+    /// The input that answers this effect, if awaited.
+    pub fn answered_by(&self) -> Option<InputName> {
         Some(match self {
-            Effect::AddFinalizer { .. } => "finalizerAdded",
-            Effect::RemoveFinalizer { .. } => "finalizerRemoved",
-            Effect::CheckDependencies { .. } => "dependenciesChecked",
-            Effect::ListDependents { .. } => "dependentsListed",
-            Effect::ResolveSource { .. } => "sourceResolved",
-            Effect::FetchArtifact { .. } => "artifactFetched",
-            Effect::Render { .. } => "rendered",
-            Effect::CheckServiceAccount { .. } => "serviceAccountChecked",
-            Effect::CheckDrift { .. } => "driftChecked",
-            Effect::Apply { .. } => "applied",
-            Effect::InspectOwners { .. } => "ownersInspected",
-            Effect::InspectStale { .. } => "staleInspected",
-            Effect::Prune { .. } => "pruned",
-            Effect::PatchStatus { .. } => "statusPatched",
-            Effect::AssessHealth { .. } => "healthRead",
-            Effect::ReadValues { .. } => "valuesRead",
-            Effect::AwaitTermination { .. } => "terminationAwaited",
-            Effect::ReadKubeConfig { .. } => "kubeConfigRead",
+            Effect::AddFinalizer { .. } => InputName::FinalizerAdded,
+            Effect::RemoveFinalizer { .. } => InputName::FinalizerRemoved,
+            Effect::CheckDependencies { .. } => InputName::DependenciesChecked,
+            Effect::ListDependents { .. } => InputName::DependentsListed,
+            Effect::ResolveSource { .. } => InputName::SourceResolved,
+            Effect::FetchArtifact { .. } => InputName::ArtifactFetched,
+            Effect::Render { .. } => InputName::Rendered,
+            Effect::CheckServiceAccount { .. } => InputName::ServiceAccountChecked,
+            Effect::CheckDrift { .. } => InputName::DriftChecked,
+            Effect::Apply { .. } => InputName::Applied,
+            Effect::InspectOwners { .. } => InputName::OwnersInspected,
+            Effect::InspectStale { .. } => InputName::StaleInspected,
+            Effect::Prune { .. } => InputName::Pruned,
+            Effect::PatchStatus { .. } => InputName::StatusPatched,
+            Effect::AssessHealth { .. } => InputName::HealthRead,
+            Effect::ReadValues { .. } => InputName::ValuesRead,
+            Effect::AwaitTermination { .. } => InputName::TerminationAwaited,
+            Effect::ReadKubeConfig { .. } => InputName::KubeConfigRead,
             Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. } => {
                 return None;
             }

@@ -12,6 +12,10 @@ use serde_json::Value;
 
 use crate::object::{ReleaseKey, ReleaseObject, ResourceId};
 
+mod name;
+
+pub use name::InputName;
+
 /// One input: a fact and the time it was observed.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -174,29 +178,34 @@ pub struct HealthObject {
 }
 
 impl InputKind {
+    /// Which kind of input this is, the tag without its payload.
+    pub fn kind(&self) -> InputName {
+        match self {
+            InputKind::Observed { .. } => InputName::Observed,
+            InputKind::FinalizerAdded { .. } => InputName::FinalizerAdded,
+            InputKind::FinalizerRemoved { .. } => InputName::FinalizerRemoved,
+            InputKind::DependenciesChecked { .. } => InputName::DependenciesChecked,
+            InputKind::DependentsListed { .. } => InputName::DependentsListed,
+            InputKind::SourceResolved { .. } => InputName::SourceResolved,
+            InputKind::ArtifactFetched { .. } => InputName::ArtifactFetched,
+            InputKind::Rendered { .. } => InputName::Rendered,
+            InputKind::ServiceAccountChecked { .. } => InputName::ServiceAccountChecked,
+            InputKind::DriftChecked { .. } => InputName::DriftChecked,
+            InputKind::Applied { .. } => InputName::Applied,
+            InputKind::OwnersInspected { .. } => InputName::OwnersInspected,
+            InputKind::StaleInspected { .. } => InputName::StaleInspected,
+            InputKind::Pruned { .. } => InputName::Pruned,
+            InputKind::StatusPatched { .. } => InputName::StatusPatched,
+            InputKind::HealthRead { .. } => InputName::HealthRead,
+            InputKind::ValuesRead { .. } => InputName::ValuesRead,
+            InputKind::TerminationAwaited { .. } => InputName::TerminationAwaited,
+            InputKind::KubeConfigRead { .. } => InputName::KubeConfigRead,
+        }
+    }
+
     /// The variant name as it appears in traces (`observed`, `rendered`, ...).
     pub fn name(&self) -> &'static str {
-        match self {
-            InputKind::Observed { .. } => "observed",
-            InputKind::FinalizerAdded { .. } => "finalizerAdded",
-            InputKind::FinalizerRemoved { .. } => "finalizerRemoved",
-            InputKind::DependenciesChecked { .. } => "dependenciesChecked",
-            InputKind::DependentsListed { .. } => "dependentsListed",
-            InputKind::SourceResolved { .. } => "sourceResolved",
-            InputKind::ArtifactFetched { .. } => "artifactFetched",
-            InputKind::Rendered { .. } => "rendered",
-            InputKind::ServiceAccountChecked { .. } => "serviceAccountChecked",
-            InputKind::DriftChecked { .. } => "driftChecked",
-            InputKind::Applied { .. } => "applied",
-            InputKind::OwnersInspected { .. } => "ownersInspected",
-            InputKind::StaleInspected { .. } => "staleInspected",
-            InputKind::Pruned { .. } => "pruned",
-            InputKind::StatusPatched { .. } => "statusPatched",
-            InputKind::HealthRead { .. } => "healthRead",
-            InputKind::ValuesRead { .. } => "valuesRead",
-            InputKind::TerminationAwaited { .. } => "terminationAwaited",
-            InputKind::KubeConfigRead { .. } => "kubeConfigRead",
-        }
+        self.kind().as_str()
     }
 
     /// The first `Unreachable` error this answer carries: a remote cluster that did not
@@ -681,10 +690,10 @@ pub enum InputError {
     /// The input answers another effect than the one the attempt waits for.
     #[error("input {got} does not answer the awaited effect ({expected})")]
     Unexpected {
-        /// The name of the input the attempt waits for.
-        expected: &'static str,
-        /// The name of the input it was given.
-        got: &'static str,
+        /// The input the attempt waits for.
+        expected: InputName,
+        /// The input it was given.
+        got: InputName,
     },
     /// The attempt has emitted `Done`; it takes no more inputs.
     #[error("the attempt is finished; start a new one with an observed input")]
@@ -692,8 +701,8 @@ pub enum InputError {
     /// An attempt was started with something other than the observed release.
     #[error("an attempt must start with an observed input, got {got}")]
     NotObserved {
-        /// The name of the input it was started with.
-        got: &'static str,
+        /// The input it was started with.
+        got: InputName,
     },
 }
 

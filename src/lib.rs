@@ -141,7 +141,9 @@ pub mod values_from;
 
 pub use config::{AllowOperatorIdentity, Config};
 pub use effect::{Effect, EffectKind, Event, EventType, Metric};
-pub use input::{ApiError, FetchError, Input, InputError, InputKind, RenderError, SourceError};
+pub use input::{
+    ApiError, FetchError, Input, InputError, InputKind, InputName, RenderError, SourceError,
+};
 pub use machine::Attempt;
 pub use object::{DesiredObject, Kind, ReleaseKey, ReleaseObject, ResourceId};
 pub use outcome::Outcome;

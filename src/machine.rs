@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use crate::config::Config;
 use crate::effect::{Effect, Metric};
 use crate::health::EvalDeadline;
-use crate::input::{Input, InputError, InputKind};
+use crate::input::{Input, InputError, InputKind, InputName};
 use crate::object::ReleaseKey;
 use crate::outcome::Outcome;
 use crate::reason::Reason;
@@ -115,30 +115,30 @@ struct DoneInfo {
 }
 
 impl Phase {
-    /// The input name that answers this phase; `None` once finished.
-    fn awaits(&self) -> Option<&'static str> {
+    /// The input that answers this phase; `None` once finished.
+    fn awaits(&self) -> Option<InputName> {
         Some(match self {
-            Phase::AddingFinalizer => "finalizerAdded",
-            Phase::CheckingDependencies { .. } => "dependenciesChecked",
-            Phase::ResolvingSource => "sourceResolved",
-            Phase::FetchingArtifact => "artifactFetched",
-            Phase::Rendering => "rendered",
-            Phase::CheckingServiceAccount => "serviceAccountChecked",
-            Phase::CheckingDrift => "driftChecked",
-            Phase::InspectingOwners => "ownersInspected",
-            Phase::Applying => "applied",
-            Phase::InspectingStale => "staleInspected",
-            Phase::Pruning => "pruned",
-            Phase::PatchingStatus { .. } => "statusPatched",
-            Phase::RemovingFinalizer => "finalizerRemoved",
-            Phase::AssessingHealth { .. } => "healthRead",
-            Phase::AwaitingTermination => "terminationAwaited",
-            Phase::ListingDependents { .. } => "dependentsListed",
+            Phase::AddingFinalizer => InputName::FinalizerAdded,
+            Phase::CheckingDependencies { .. } => InputName::DependenciesChecked,
+            Phase::ResolvingSource => InputName::SourceResolved,
+            Phase::FetchingArtifact => InputName::ArtifactFetched,
+            Phase::Rendering => InputName::Rendered,
+            Phase::CheckingServiceAccount => InputName::ServiceAccountChecked,
+            Phase::CheckingDrift => InputName::DriftChecked,
+            Phase::InspectingOwners => InputName::OwnersInspected,
+            Phase::Applying => InputName::Applied,
+            Phase::InspectingStale => InputName::StaleInspected,
+            Phase::Pruning => InputName::Pruned,
+            Phase::PatchingStatus { .. } => InputName::StatusPatched,
+            Phase::RemovingFinalizer => InputName::FinalizerRemoved,
+            Phase::AssessingHealth { .. } => InputName::HealthRead,
+            Phase::AwaitingTermination => InputName::TerminationAwaited,
+            Phase::ListingDependents { .. } => InputName::DependentsListed,
             Phase::Hooks { run } => run.step.awaits(),
             Phase::Finished => return None,
-            Phase::CheckingServiceAccountForValues => "serviceAccountChecked",
-            Phase::ReadingValues => "valuesRead",
-            Phase::ReadingKubeConfig { .. } => "kubeConfigRead",
+            Phase::CheckingServiceAccountForValues => InputName::ServiceAccountChecked,
+            Phase::ReadingValues => InputName::ValuesRead,
+            Phase::ReadingKubeConfig { .. } => InputName::KubeConfigRead,
         })
     }
 
@@ -197,7 +197,7 @@ impl Attempt {
     #[must_use = "the returned effects must be executed"]
     pub fn step(&mut self, input: Input) -> Result<Vec<Effect>, InputError> {
         let expected = self.phase.awaits().ok_or(InputError::Finished)?;
-        let got = input.kind.name();
+        let got = input.kind.kind();
         if got != expected {
             return Err(InputError::Unexpected { expected, got });
         }
@@ -261,7 +261,7 @@ impl Attempt {
 
     /// Whether `input` answers the awaited effect (cheap routing, no mutation).
     pub fn accepts(&self, input: &Input) -> bool {
-        self.phase.awaits() == Some(input.kind.name())
+        self.phase.awaits() == Some(input.kind.kind())
     }
 
     fn dispatch(&mut self, phase: Phase, input: InputKind) {

@@ -5,7 +5,7 @@ mod support;
 
 use opm_core::api::{Condition, DependencyRef, Rollout};
 use opm_core::effect::{Effect, EffectKind, EventType};
-use opm_core::input::{DependencyReport, ReleaseSnapshot};
+use opm_core::input::{DependencyReport, InputName, ReleaseSnapshot};
 use opm_core::trace::replay;
 use opm_core::{
     Attempt, Config, Input, InputError, InputKind, Kind, Outcome, ReleaseKey, ReleaseObject,
@@ -255,8 +255,8 @@ fn wrong_inputs_are_refused_without_changing_anything() {
     assert_eq!(
         a.step(wrong),
         Err(InputError::Unexpected {
-            expected: "rendered",
-            got: "statusPatched"
+            expected: InputName::Rendered,
+            got: InputName::StatusPatched
         })
     );
     assert_eq!(format!("{a:?}"), before);

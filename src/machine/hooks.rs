@@ -11,7 +11,7 @@ use crate::constants::{FIELD_MANAGER, conditions as ct};
 use crate::effect::{Deletion, Effect, HealthTarget};
 use crate::health;
 use crate::hooks::{self, HookPhase, Judging, Verdict};
-use crate::input::{ApplyReport, HealthObject, ObjectResult};
+use crate::input::{ApplyReport, HealthObject, InputName, ObjectResult};
 use crate::object::{DesiredObject, ResourceId};
 use crate::outcome::{Failure, Outcome};
 use crate::reason::Reason;
@@ -53,11 +53,12 @@ pub(super) enum HookStep {
 }
 
 impl HookStep {
-    pub(super) fn awaits(self) -> &'static str {
+    /// The input that answers this step.
+    pub(super) fn awaits(self) -> InputName {
         match self {
-            HookStep::Reading | HookStep::Rereading => "healthRead",
-            HookStep::Deleting | HookStep::Resuming => "pruned",
-            HookStep::Applying => "applied",
+            HookStep::Reading | HookStep::Rereading => InputName::HealthRead,
+            HookStep::Deleting | HookStep::Resuming => InputName::Pruned,
+            HookStep::Applying => InputName::Applied,
         }
     }
 }

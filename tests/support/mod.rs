@@ -505,7 +505,7 @@ pub fn run(cfg: &Config, object: ReleaseObject, canned: &Canned, start: Timestam
         }
         now = now.checked_add(d).unwrap();
         let input = Input::new(now, canned.respond(&last, &uuid));
-        assert_eq!(last.answered_by(), Some(input.kind.name()));
+        assert_eq!(last.answered_by(), Some(input.kind.kind()));
         recorder.input(&input);
         inputs.push(input.clone());
         batch = attempt.step(input).expect("input accepted");

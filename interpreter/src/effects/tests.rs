@@ -142,7 +142,7 @@ fn a_timed_out_executor_answers_its_effect_and_fails_every_object() {
     assert_eq!(kinds, awaited, "one sample per awaited kind");
     for effect in &effects {
         let answer = timed_out(effect);
-        assert_eq!(Some(answer.name()), effect.answered_by(), "{effect:?}");
+        assert_eq!(Some(answer.kind()), effect.answered_by(), "{effect:?}");
         match (effect.kind(), &answer) {
             (EffectKind::FetchArtifact, InputKind::ArtifactFetched { result }) => {
                 assert!(matches!(result, Err(FetchError::Timeout)));
@@ -195,7 +195,7 @@ fn a_remote_cluster_that_cannot_be_reached_fails_every_object_as_unreachable() {
             continue;
         };
         targeted += 1;
-        assert_eq!(Some(answer.name()), effect.answered_by());
+        assert_eq!(Some(answer.kind()), effect.answered_by());
         assert_eq!(answer.unreachable(), Some(&down), "{effect:?}");
     }
     assert_eq!(targeted, 8, "every effect that can target a remote cluster");
