@@ -11,6 +11,7 @@ use crate::reason::Reason;
 use crate::render_value;
 use crate::{drift, exits, impersonation, ownership, policy, prune};
 
+use super::ctx::{ApplyCounts, Step};
 use super::{Attempt, Phase};
 
 impl Attempt {
@@ -18,7 +19,7 @@ impl Attempt {
     /// changed digests the apply that follows corrects drift anyway, because in `Correct`
     /// mode every apply forces (`write_step`).
     pub(super) fn drift_step(&mut self) {
-        self.ctx.step = "drift";
+        self.ctx.step = Step::Drift;
         if !self.ctx.digests_unchanged() {
             return self.apply_step();
         }
@@ -84,7 +85,7 @@ impl Attempt {
     /// inventory lists included: all of them enter the new inventory, and the inventory is
     /// a status a tenant may write. An unchanged release is a no-op and never gets here.
     fn apply_step(&mut self) {
-        self.ctx.step = "apply";
+        self.ctx.step = Step::Apply;
         let targets = ownership::targets(&self.ctx.desired);
         if targets.is_empty() {
             return self.write_step();
@@ -141,7 +142,7 @@ impl Attempt {
 
     /// SPEC §19: the apply of everything but the phase hooks.
     pub(super) fn main_write(&mut self) {
-        self.ctx.step = "apply";
+        self.ctx.step = Step::Apply;
         self.phase = Phase::Applying;
         self.out.push(Effect::Apply {
             stages: render_value::stages(&self.main_writable()),
@@ -168,7 +169,11 @@ impl Attempt {
                 Err(e) => failures.push((&o.id, e)),
             }
         }
-        self.ctx.counts = (created, updated, unchanged);
+        self.ctx.counts = ApplyCounts {
+            created,
+            updated,
+            unchanged,
+        };
         let writable = self.main_writable();
         let reported = writable
             .iter()
@@ -207,9 +212,9 @@ impl Attempt {
     /// Prunes `entries` (the stale set, or the whole inventory on deletion).
     pub(super) fn start_prune(&mut self, entries: &[crate::api::InventoryEntry]) {
         self.ctx.step = if self.ctx.deleting {
-            "deletion"
+            Step::Deletion
         } else {
-            "prune"
+            Step::Prune
         };
         self.ctx.prune_ran = true;
         // As the confined operator (SPEC §15), objects outside the namespace are left alone.

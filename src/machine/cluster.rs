@@ -4,6 +4,7 @@
 use crate::effect::{Effect, EventType};
 use crate::remote::{self, KubeConfigError, KubeConfigFacts};
 
+use super::ctx::Step;
 use super::{Attempt, Phase};
 
 /// Where an attempt goes once it knows its cluster.
@@ -22,7 +23,7 @@ impl Attempt {
             self.ctx.cluster_read = true;
             return self.cluster_known(next);
         };
-        self.ctx.step = "kubeconfig";
+        self.ctx.step = Step::KubeConfig;
         let key = kc.secret_ref.key.clone().filter(|k| !k.is_empty());
         self.phase = Phase::ReadingKubeConfig { next };
         self.out.push(Effect::ReadKubeConfig {

@@ -42,75 +42,196 @@ impl Default for SourceSpec {
 /// Digests known so far (empty = unknown).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(super) struct Digests {
-    pub source: String,
-    pub config: String,
-    pub render: String,
-    pub inventory: String,
+    /// The source's digest: the artifact's, or the module path and version's.
+    pub(super) source: String,
+    /// The digest of what configures the render: the values, or the package path (and
+    /// the Platform an OPM render used).
+    pub(super) config: String,
+    /// The digest of the rendered objects.
+    pub(super) render: String,
+    /// The digest of the new inventory.
+    pub(super) inventory: String,
 }
 
+/// The step of SPEC §3 the attempt is in, as far as a failure's history entry records it:
+/// [`Step::as_str`] is the entry's `phase`, a value of the persisted status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Step {
+    /// No step has begun yet (a spec refused before any effect): an empty `phase`.
+    #[default]
+    Start,
+    /// Adding the finalizer.
+    Finalizer,
+    /// Checking `dependsOn` (SPEC §14).
+    Dependencies,
+    /// Resolving the source (SPEC §16).
+    Source,
+    /// Fetching the artifact (SPEC §17).
+    Fetch,
+    /// Rendering (SPEC §18).
+    Render,
+    /// Checking the ServiceAccount (SPEC §15).
+    Impersonation,
+    /// Reading `valuesFrom` (SPEC §27).
+    Values,
+    /// Reading the remote cluster's kubeconfig (SPEC §31).
+    KubeConfig,
+    /// Checking drift (SPEC §20).
+    Drift,
+    /// Applying (SPEC §19).
+    Apply,
+    /// Pruning the stale set (SPEC §9).
+    Prune,
+    /// Deleting the release's objects (SPEC §12).
+    Deletion,
+    /// Waiting for health (SPEC §26).
+    Health,
+    /// Running hooks (SPEC §32).
+    Hooks,
+}
+
+impl Step {
+    /// The history entry's `phase` for a failure in this step.
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Step::Start => "",
+            Step::Finalizer => "finalizer",
+            Step::Dependencies => "dependencies",
+            Step::Source => "source",
+            Step::Fetch => "fetch",
+            Step::Render => "render",
+            Step::Impersonation => "impersonation",
+            Step::Values => "values",
+            Step::KubeConfig => "kubeconfig",
+            Step::Drift => "drift",
+            Step::Apply => "apply",
+            Step::Prune => "prune",
+            Step::Deletion => "deletion",
+            Step::Health => "health",
+            Step::Hooks => "hooks",
+        }
+    }
+}
+
+/// What this attempt's apply did, by object: the `Applied` event's figures and the
+/// `ApplyResources` metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct ApplyCounts {
+    /// Objects the apply created.
+    pub(super) created: u64,
+    /// Objects it changed, recreated ones included.
+    pub(super) updated: u64,
+    /// Objects it left as they were.
+    pub(super) unchanged: u64,
+}
+
+impl ApplyCounts {
+    /// Every object the apply reached without an error.
+    pub(super) fn total(self) -> u64 {
+        self.created + self.updated + self.unchanged
+    }
+}
+
+/// Everything an attempt knows about its release: what the observed object said, then
+/// what each answered effect added. Private to the machine; its fields are the machine's
+/// working memory, never read outside it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(super) struct Ctx {
-    pub key: ReleaseKey,
-    pub generation: i64,
-    pub common: ReleaseCommon,
-    pub spec: SourceSpec,
-    pub persisted: ReleaseStatus,
-    pub has_finalizer: bool,
-    pub deleting: bool,
-    pub requested_at: Option<String>,
-    pub orphan_annotation: Option<String>,
-    pub interval: Duration,
-    pub timeout: Duration,
-    pub uuid: String,
-    pub service_account: Option<String>,
-    pub identity: Option<Impersonation>,
-    pub conds: Conditions,
-    pub step: &'static str,
-    pub digests: Digests,
-    pub source_status: Option<SourceStatus>,
-    pub artifact_url: String,
-    pub desired: Vec<DesiredObject>,
-    pub entries: Vec<InventoryEntry>,
-    pub stale: Vec<InventoryEntry>,
-    pub apply_ok: Activity,
-    pub prune_ok: Activity,
-    pub drift_ok: Activity,
-    pub counts: (u64, u64, u64),
-    pub prune_ran: bool,
-    pub prune_targets: Vec<ResourceId>,
+    /// The release, with the object's own namespace and name when it gives them.
+    pub(super) key: ReleaseKey,
+    /// `metadata.generation`, recorded as `observedGeneration` (SPEC §10).
+    pub(super) generation: i64,
+    /// The spec fields both kinds share.
+    pub(super) common: ReleaseCommon,
+    /// Where the configuration comes from: the only per-kind part of the spec.
+    pub(super) spec: SourceSpec,
+    /// The status as read: the only memory between attempts (digests, inventory, counters).
+    pub(super) persisted: ReleaseStatus,
+    /// Our finalizer is on the object: without it the attempt adds it first (SPEC §3).
+    pub(super) has_finalizer: bool,
+    /// `deletionTimestamp` is set: the attempt deletes instead of applying (SPEC §12).
+    pub(super) deleting: bool,
+    /// The `requestedAt` annotation, a manual reconcile request (SPEC §1.4), recorded as
+    /// handled in the status.
+    pub(super) requested_at: Option<String>,
+    /// The force-delete-orphan annotation: a deletion that cannot delete lets the release
+    /// go, its objects left in place (SPEC §12).
+    pub(super) orphan_annotation: Option<String>,
+    /// `spec.interval`, clamped to SPEC §24's bounds: the success requeue.
+    pub(super) interval: Duration,
+    /// `spec.timeout`, clamped: the attempt's deadline from its start.
+    pub(super) timeout: Duration,
+    /// The release's UUID, stamped on every object it owns (SPEC §6, §25).
+    pub(super) uuid: String,
+    /// The ServiceAccount the attempt acts as, after the operator's default (SPEC §15).
+    pub(super) service_account: Option<String>,
+    /// The impersonation every write carries; `None`: the operator's own identity.
+    pub(super) identity: Option<Impersonation>,
+    /// The conditions being built, from the persisted ones.
+    pub(super) conds: Conditions,
+    /// The step a failure is recorded in (the history entry's `phase`).
+    pub(super) step: Step,
+    /// Digests known so far (SPEC §7).
+    pub(super) digests: Digests,
+    /// The Flux source's status, recorded as `status.source` (SPEC §16).
+    pub(super) source_status: Option<SourceStatus>,
+    /// Where the artifact is downloaded from.
+    pub(super) artifact_url: String,
+    /// The rendered objects, in apply order.
+    pub(super) desired: Vec<DesiredObject>,
+    /// The new inventory's entries (SPEC §8).
+    pub(super) entries: Vec<InventoryEntry>,
+    /// Persisted entries no longer rendered: the prune candidates (SPEC §8-9).
+    pub(super) stale: Vec<InventoryEntry>,
+    /// Whether the apply ran and succeeded (`None`: it did not run), for the status's
+    /// failure counters.
+    pub(super) apply_ok: Activity,
+    /// Whether the prune ran and succeeded, for the failure counters.
+    pub(super) prune_ok: Activity,
+    /// Whether the drift check ran and succeeded, for the failure counters.
+    pub(super) drift_ok: Activity,
+    /// What the apply did, by object.
+    pub(super) counts: ApplyCounts,
+    /// Pruning ran in this attempt: the prune metric is reported.
+    pub(super) prune_ran: bool,
+    /// The stale objects read before pruning, for the prune guards (SPEC §9).
+    pub(super) prune_targets: Vec<ResourceId>,
     /// Objects read before their first write (SPEC §25).
-    pub owner_targets: Vec<ResourceId>,
+    pub(super) owner_targets: Vec<ResourceId>,
     /// Prune targets marked `prune: disabled`: orphaned, not deleted (SPEC §28).
-    pub orphan_targets: Vec<ResourceId>,
-    pub deletions: Vec<Deletion>,
-    pub prune_failures: Vec<PruneFailure>,
-    pub pruned: u64,
+    pub(super) orphan_targets: Vec<ResourceId>,
+    /// The deletions asked for, matched against their results.
+    pub(super) deletions: Vec<Deletion>,
+    /// Deletions that failed, named in the `PruneFailed` message.
+    pub(super) prune_failures: Vec<PruneFailure>,
+    /// Objects deleted: the prune metric and the `Pruned` event.
+    pub(super) pruned: u64,
     /// This attempt's apply succeeded: the status records it even when health then waits
     /// or fails (SPEC §26: the wait runs from the apply).
-    pub applied: bool,
+    pub(super) applied: bool,
     /// When this attempt's apply answered: the start of its health wait.
-    pub applied_at: Option<jiff::Timestamp>,
+    pub(super) applied_at: Option<jiff::Timestamp>,
     /// Verdicts of the first health read, kept while the pods of some are read.
-    pub judged: Vec<crate::health::Judged>,
+    pub(super) judged: Vec<crate::health::Judged>,
     /// The health report to commit.
-    pub health: Option<crate::api::HealthReport>,
+    pub(super) health: Option<crate::api::HealthReport>,
     /// The metrics of a health exit, pushed with the others.
-    pub health_metrics: Vec<crate::effect::Metric>,
+    pub(super) health_metrics: Vec<crate::effect::Metric>,
     /// The ServiceAccount was found to exist before `valuesFrom` was read (SPEC §27), so
     /// step 12 needs no second check.
-    pub sa_checked: bool,
+    pub(super) sa_checked: bool,
     /// The remote cluster the release's objects live in (SPEC §31); `None`: this one.
-    pub cluster: Option<crate::remote::RemoteCluster>,
+    pub(super) cluster: Option<crate::remote::RemoteCluster>,
     /// The kubeconfig was read (or there is none) in this attempt.
-    pub cluster_read: bool,
+    pub(super) cluster_read: bool,
     /// The persisted inventory is in another cluster than the current one: it is left
     /// there, this attempt applies as if nothing were applied yet.
-    pub moved: bool,
+    pub(super) moved: bool,
     /// What `status.leftBehind` records once the new cluster's apply succeeds.
-    pub left_behind: Option<crate::api::LeftBehind>,
+    pub(super) left_behind: Option<crate::api::LeftBehind>,
     /// "all N resources are healthy", once the health wait found them so: the Normal
     /// event of a recovery, emitted when the attempt ends well (after `post-apply` hooks).
-    pub healthy_message: Option<String>,
+    pub(super) healthy_message: Option<String>,
 }
 
 fn parse_or(s: Option<&str>, default: Duration) -> Duration {

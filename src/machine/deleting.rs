@@ -11,11 +11,12 @@ use crate::outcome::{Failure, Outcome};
 use crate::reason::Reason;
 use crate::teardown;
 
+use super::ctx::Step;
 use super::{After, Attempt, Phase};
 
 impl Attempt {
     pub(super) fn deletion_start(&mut self) {
-        self.ctx.step = "deletion";
+        self.ctx.step = Step::Deletion;
         // SPEC §31: in a remote cluster, no ServiceAccount means the kubeconfig's identity.
         let remote = self.ctx.common.kube_config.is_some();
         let allow = if remote {

@@ -13,6 +13,7 @@ use crate::outcome::{Failure, FailureClass, Outcome};
 use crate::reason::Reason;
 use crate::status::{self, is_empty_patch, merge_patch};
 
+use super::ctx::ApplyCounts;
 use super::{After, Attempt, DoneInfo, Phase, add};
 
 impl Attempt {
@@ -60,7 +61,11 @@ impl Attempt {
     /// count when pruning ran, and the inventory size. Shared by a completed attempt and one
     /// that applied and now waits for health, so both feed the same series.
     pub(super) fn applied_metrics(&self) -> Vec<Metric> {
-        let (created, updated, unchanged) = self.ctx.counts;
+        let ApplyCounts {
+            created,
+            updated,
+            unchanged,
+        } = self.ctx.counts;
         let mut metrics = vec![Metric::ApplyResources {
             created,
             updated,
@@ -202,7 +207,7 @@ impl Attempt {
             if self.ctx.applied {
                 self.record_applied(&mut s, self.ctx.applied_at.unwrap_or(self.now));
             }
-            let entry = self.history(self.ctx.step, &f.message, false);
+            let entry = self.history(self.ctx.step.as_str(), &f.message, false);
             status::push_history(&mut s.history, entry);
         } else if let Some(src) = &self.ctx.source_status {
             s.source = Some(src.clone());

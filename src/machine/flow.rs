@@ -15,7 +15,7 @@ use crate::reason::Reason;
 use crate::render_value::{self, ReleaseIdentity};
 use crate::{deps, digest, exits, impersonation, inventory, ownership, policy, source};
 
-use super::ctx::{Ctx, SourceSpec};
+use super::ctx::{Ctx, SourceSpec, Step};
 use super::{Attempt, Phase, add};
 
 impl Attempt {
@@ -49,7 +49,7 @@ impl Attempt {
             return self.deletion_start();
         }
         if !self.ctx.has_finalizer {
-            self.ctx.step = "finalizer";
+            self.ctx.step = Step::Finalizer;
             self.phase = Phase::AddingFinalizer;
             self.out.push(Effect::AddFinalizer {
                 finalizer: FINALIZER.to_string(),
@@ -92,7 +92,7 @@ impl Attempt {
         if self.ctx.common.depends_on.is_empty() {
             return self.mark_and_source();
         }
-        self.ctx.step = "dependencies";
+        self.ctx.step = Step::Dependencies;
         let resolved =
             match deps::resolve(&self.ctx.key, &self.ctx.common.depends_on).and_then(|r| {
                 deps::precheck(
@@ -170,7 +170,7 @@ impl Attempt {
         if let Err(f) = self.check_health_rules() {
             return self.fail(f);
         }
-        self.ctx.step = "source";
+        self.ctx.step = Step::Source;
         match self.ctx.spec.clone() {
             SourceSpec::Module {
                 module,
@@ -221,7 +221,7 @@ impl Attempt {
             &self.ctx.key.namespace,
             credentials,
         );
-        self.ctx.step = "render";
+        self.ctx.step = Step::Render;
         self.phase = Phase::Rendering;
         self.out.push(Effect::Render { request });
     }
@@ -248,7 +248,7 @@ impl Attempt {
             artifact_digest: artifact.digest.clone(),
             artifact_url: artifact.url.clone(),
         });
-        self.ctx.step = "fetch";
+        self.ctx.step = Step::Fetch;
         if let Err(f) = source::check_artifact_digest(&artifact.digest) {
             return self.fail(f);
         }
@@ -277,7 +277,7 @@ impl Attempt {
         let SourceSpec::Package { path, .. } = &self.ctx.spec else {
             return;
         };
-        self.ctx.step = "render";
+        self.ctx.step = Step::Render;
         self.phase = Phase::Rendering;
         self.out.push(Effect::Render {
             request: RenderRequest::Artifact {
@@ -357,7 +357,7 @@ impl Attempt {
 
     /// SPEC §3 step 12, once the cluster is known.
     pub(super) fn impersonation_step(&mut self) {
-        self.ctx.step = "impersonation";
+        self.ctx.step = Step::Impersonation;
         match self.ctx.service_account.clone() {
             Some(_) if self.ctx.sa_checked => self.drift_step(),
             Some(sa) => {

@@ -19,6 +19,7 @@ use crate::outcome::{Failure, Outcome};
 use crate::reason::Reason;
 use crate::status;
 
+use super::ctx::{ApplyCounts, Step};
 use super::health_read::judge;
 use super::{After, Attempt, DoneInfo, Phase, add};
 
@@ -81,7 +82,7 @@ impl Attempt {
     }
 
     fn health_start(&mut self, applied: Option<Outcome>) {
-        self.ctx.step = "health";
+        self.ctx.step = Step::Health;
         let targets: Vec<HealthTarget> = self
             .health_ids()
             .into_iter()
@@ -240,8 +241,13 @@ impl Attempt {
 
     /// The Applied (and Pruned) events of an attempt whose apply succeeded.
     pub(super) fn applied_events(&mut self, applied: Option<Outcome>) {
-        let (created, updated, unchanged) = self.ctx.counts;
-        let total = created + updated + unchanged;
+        let counts = self.ctx.counts;
+        let total = counts.total();
+        let ApplyCounts {
+            created,
+            updated,
+            unchanged,
+        } = counts;
         self.event(
             EventType::Normal,
             Reason::Applied,

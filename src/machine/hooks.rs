@@ -17,6 +17,7 @@ use crate::outcome::{Failure, Outcome};
 use crate::reason::Reason;
 use crate::render_value;
 
+use super::ctx::Step;
 use super::health_read::judge;
 use super::{Attempt, Phase};
 
@@ -104,7 +105,7 @@ impl Attempt {
 
     /// Starts `phase`: reads its hooks, or goes on when there are none.
     pub(super) fn hooks_start(&mut self, phase: HookPhase, applied: Option<Outcome>) {
-        self.ctx.step = "hooks";
+        self.ctx.step = Step::Hooks;
         let targets: Vec<ResourceId> = match phase {
             HookPhase::PreApply => self
                 .hooks_of(HookPhase::PreApply)

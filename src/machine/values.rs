@@ -9,12 +9,12 @@ use crate::reason::Reason;
 use crate::values_from::{self, CredentialsContent, ValuesContent};
 use crate::{config::AllowOperatorIdentity, digest, effect::Effect, impersonation};
 
-use super::ctx::SourceSpec;
+use super::ctx::{SourceSpec, Step};
 use super::{Attempt, Phase};
 
 impl Attempt {
     pub(super) fn values_step(&mut self) {
-        self.ctx.step = "values";
+        self.ctx.step = Step::Values;
         match self.ctx.service_account.clone() {
             Some(sa) => {
                 self.phase = Phase::CheckingServiceAccountForValues;
