@@ -12,6 +12,16 @@ use crate::object::{DesiredObject, ReleaseKey, ResourceId};
 use crate::outcome::Outcome;
 use crate::reason::Reason;
 
+mod kind;
+mod requests;
+mod signals;
+
+pub use kind::EffectKind;
+pub use requests::{
+    ApplyStage, Deletion, HealthTarget, Impersonation, RemoteCluster, RenderRequest, SourceLocator,
+};
+pub use signals::{Event, EventType, Metric};
+
 /// One request from the core. See the crate docs for the drain rule.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(
@@ -251,90 +261,6 @@ pub enum Effect {
 /// At most this many pods are read to explain one workload (SPEC §26 "one bounded LIST").
 pub const HEALTH_POD_LIMIT: usize = 5;
 
-/// One object whose health is read.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct HealthTarget {
-    /// An applied object, or one a `healthChecks` entry names.
-    pub id: ResourceId,
-    /// Also read its newest pods: it has been waiting long enough, or it failed.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub pods: bool,
-}
-
-/// Effect names without payloads: for fault schedules and batch-shape checks.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[serde(rename_all = "camelCase")]
-pub enum EffectKind {
-    /// The finalizer write before the first change to a release.
-    AddFinalizer,
-    /// The finalizer removal that ends a deletion.
-    RemoveFinalizer,
-    /// The read of the releases a release depends on.
-    CheckDependencies,
-    /// The read of a Release's Flux source.
-    ResolveSource,
-    /// The list of the releases that may depend on a deleting one.
-    ListDependents,
-    /// The download of a Release's artifact.
-    FetchArtifact,
-    /// The `cue export` run.
-    Render,
-    /// The check that the identity to impersonate exists.
-    CheckServiceAccount,
-    /// The dry-run comparison with live objects.
-    CheckDrift,
-    /// The server-side apply of the render.
-    Apply,
-    /// The ownership read before a first write.
-    InspectOwners,
-    /// The read of stale objects before they are pruned.
-    InspectStale,
-    /// The deletion (or orphaning) of stale objects.
-    Prune,
-    /// The status write.
-    PatchStatus,
-    /// An event, sent without waiting.
-    EmitEvent,
-    /// A metric sample, recorded without waiting.
-    RecordMetric,
-    /// The end of the attempt.
-    Done,
-    /// The read of objects to judge their health.
-    AssessHealth,
-    /// The read of `valuesFrom` objects and registry credentials.
-    ReadValues,
-    /// The wait for deleted objects to be gone.
-    AwaitTermination,
-    /// The read of a remote cluster's kubeconfig Secret.
-    ReadKubeConfig,
-}
-
-impl EffectKind {
-    /// Every kind the machine waits on (all but events, metrics and `Done`): the kinds a
-    /// fault schedule can fail, so the fault bench checks it reached each of them.
-    pub const AWAITED: [EffectKind; 18] = [
-        EffectKind::AddFinalizer,
-        EffectKind::RemoveFinalizer,
-        EffectKind::CheckDependencies,
-        EffectKind::ResolveSource,
-        EffectKind::FetchArtifact,
-        EffectKind::Render,
-        EffectKind::CheckServiceAccount,
-        EffectKind::CheckDrift,
-        EffectKind::Apply,
-        EffectKind::InspectOwners,
-        EffectKind::InspectStale,
-        EffectKind::Prune,
-        EffectKind::PatchStatus,
-        EffectKind::AssessHealth,
-        EffectKind::ReadValues,
-        EffectKind::AwaitTermination,
-        EffectKind::ReadKubeConfig,
-        EffectKind::ListDependents,
-    ];
-}
-
 impl Effect {
     /// The cluster an object effect is sent to: `Some` only for a remote one.
     pub fn cluster(&self) -> Option<&RemoteCluster> {
@@ -412,180 +338,4 @@ impl Effect {
             Effect::EmitEvent { .. } | Effect::RecordMetric { .. } | Effect::Done { .. }
         )
     }
-}
-
-/// A Flux source to read: `source.toolkit.fluxcd.io/v1` unless `api_version` says otherwise.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct SourceLocator {
-    /// `sourceRef.apiVersion`, or the Flux v1 default when the release gives none.
-    pub api_version: String,
-    /// `OCIRepository`, `GitRepository` or `Bucket`; other kinds stall before the read.
-    pub kind: String,
-    /// `sourceRef.namespace`, else the release's own (SPEC §16).
-    pub namespace: String,
-    /// The source object's name, from `sourceRef.name`.
-    pub name: String,
-}
-
-/// What to evaluate.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(
-    tag = "source",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum RenderRequest {
-    /// Synthesise a release package importing `path@version` (package: last path element
-    /// without `@vN`), unify with `values` and `#release`, export.
-    Module {
-        /// The CUE module import path, e.g. `example.com/modules/web@v0`.
-        path: String,
-        /// The exact module version to pull, e.g. `v0.2.1`.
-        version: String,
-        /// The merged values (`valuesFrom`, then `spec.values`) to unify with `#config`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        values: Option<Value>,
-        /// The release's name, given to `#release` so the module can name its objects.
-        release_name: String,
-        /// The release's namespace, given to `#release` for the objects' namespace.
-        release_namespace: String,
-        /// `sha256:` of the `module.secretRef` credentials the pull uses (SPEC §27); the
-        /// interpreter holds the bytes. The render cache keys on it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        credentials: Option<String>,
-    },
-    /// Export the release package at `path` inside the artifact with `artifact_digest`.
-    Artifact {
-        /// The fetched artifact's digest: the key of the artifact cache and the render cache.
-        artifact_digest: String,
-        /// Where to download the artifact again if it has left the cache.
-        artifact_url: String,
-        /// `spec.path` inside the artifact, the directory holding `release.cue`.
-        path: String,
-    },
-}
-
-/// Objects applied together; stages run in order.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ApplyStage {
-    /// 1: CRDs, Namespaces, ClusterRoles; 2: `*Class` kinds; 3: everything else.
-    pub stage: u8,
-    /// Objects in apply order (stage 3: RBAC, config, services, workloads, webhooks last).
-    pub objects: Vec<DesiredObject>,
-}
-
-/// The ServiceAccount identity requests are sent as (SPEC §15).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct Impersonation {
-    /// The release's namespace: a release can only act as a ServiceAccount of its own.
-    pub namespace: String,
-    /// The effective ServiceAccount's name, from the spec or the operator's default.
-    pub service_account: String,
-    /// `system:serviceaccount:<ns>:<sa>`, the only impersonation header sent: the API
-    /// server adds the ServiceAccount's groups itself, so the operator needs no right to
-    /// impersonate groups (SPEC §15). Older traces also carry a `groups` list; it is ignored.
-    pub user: String,
-}
-
-/// One DELETE with a UID precondition; with `orphan`, instead of deleting, remove the
-/// release labels (SPEC §6) from the object (its `prune: disabled` policy, SPEC §28).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct Deletion {
-    /// The object to delete, or to strip of the release labels when orphaned.
-    pub id: ResourceId,
-    /// The object's uid when it was read, the precondition of its deletion.
-    pub uid: String,
-    /// Keep the object and drop its release labels: it is annotated `prune: disabled`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub orphan: bool,
-    /// Keep the object and resume it (`spec.suspend: false`, the uid as precondition): a
-    /// `pre-delete` hook Job, started by the deletion (SPEC §32).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub resume: bool,
-}
-
-/// `Normal` or `Warning`.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventType {
-    /// Progress worth a line in the event list: applied, pruned, no-op, suspended.
-    Normal,
-    /// A failure or a refusal the user may have to act on.
-    Warning,
-}
-
-/// An event regarding the release, reported by `opm-controller`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct Event {
-    /// Whether the event reports progress or a problem.
-    pub event_type: EventType,
-    /// Why it happened, as in the tables of SPEC §4, §12 and §13.
-    pub reason: Reason,
-    /// The step that acted (`Apply`, `Prune`, `Render`, ...), the event's `action`.
-    pub action: String,
-    /// The message shown to users; it never carries a secret string (SPEC §23).
-    pub note: String,
-}
-
-/// Metric samples; the interpreter adds the release's kind/name/namespace labels.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum Metric {
-    /// `opm_controller_reconcile_total{outcome}` +1 and the duration histogram.
-    Reconcile {
-        /// The `outcome` label the counter is moved under.
-        outcome: Outcome,
-        /// How long the attempt took, observed into the duration histogram.
-        duration: Duration,
-    },
-    /// `opm_controller_apply_resources_total{action}` += each count.
-    ApplyResources {
-        /// Objects the apply created.
-        created: u64,
-        /// Existing objects the apply changed, recreated ones included.
-        updated: u64,
-        /// Objects a dry-run showed as already right, so not written.
-        unchanged: u64,
-    },
-    /// `opm_controller_prune_resources_total` += count.
-    PruneResources {
-        /// Stale objects the prune deleted.
-        count: u64,
-    },
-    /// `opm_controller_inventory_size` = count.
-    InventorySize {
-        /// Entries in the inventory the release now holds.
-        count: u64,
-    },
-    /// `opm_controller_release_healthy` = 1 when every object is healthy, else 0.
-    ReleaseHealthy {
-        /// Every applied and checked object is `Current`.
-        healthy: bool,
-    },
-    /// `opm_controller_health_wait_seconds`: from the apply to healthy.
-    HealthWait {
-        /// Time from the apply to every object healthy.
-        duration: Duration,
-    },
-}
-
-/// The cluster an object effect is sent to. Effects carry `Option<RemoteCluster>`, where
-/// `None` (also what older traces replay as) is the cluster the operator runs in.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[serde(rename_all = "camelCase")]
-pub struct RemoteCluster {
-    /// `sha256:` of the kubeconfig bytes: the interpreter keeps one client and one set of
-    /// watches per digest, so a changed kubeconfig gets fresh ones.
-    pub digest: String,
-    /// The server URL of the kubeconfig's current context, without credentials: what
-    /// status, metrics and `kubectl opm` name the cluster by.
-    pub server: String,
 }

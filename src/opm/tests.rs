@@ -1,4 +1,4 @@
-use serde_json::json;
+use serde_json::{Map, json};
 
 use super::platform::{self, Evaluation};
 use super::*;
