@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{at, condition, str_at};
+use super::access::{at, condition, str_at};
 
 /// What is wrong with one pod's containers.
 pub(super) struct Problem {
