@@ -24,6 +24,7 @@ mod flow;
 mod health_read;
 mod health_wait;
 mod hooks;
+mod hooks_read;
 mod suspend;
 mod values;
 

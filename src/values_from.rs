@@ -194,74 +194,11 @@ pub fn compose(
     let mut merged: Option<Value> = None;
     for (r, got) in refs.iter().zip(read) {
         let what = describe(r, namespace);
-        let key = r.key();
-        let content = match got {
-            Ok(c) => c,
-            Err(ApiError::Forbidden { message }) => {
-                let who = identity.map_or("the operator", |i| i.user.as_str());
-                return Err(Failure::stalled(
-                    Reason::ImpersonationFailed,
-                    format!("reading {what} (valuesFrom) forbidden as {who}: {message}"),
-                ));
-            }
-            Err(e) => {
-                return Err(Failure::transient(
-                    Reason::ValuesNotFound,
-                    format!("reading {what} (valuesFrom) failed: {e}"),
-                ));
-            }
-        };
-        let value = match content {
-            ValuesContent::Found { value } => value.clone(),
-            ValuesContent::ObjectMissing | ValuesContent::KeyMissing if r.optional => continue,
-            ValuesContent::ObjectMissing => {
-                return Err(Failure::stalled(
-                    Reason::ValuesNotFound,
-                    format!("valuesFrom {what} not found (key {key:?})"),
-                ));
-            }
-            ValuesContent::KeyMissing => {
-                return Err(Failure::stalled(
-                    Reason::ValuesNotFound,
-                    format!("valuesFrom {what} has no key {key:?}"),
-                ));
-            }
-            ValuesContent::Unparsable { message } => {
-                return Err(Failure::stalled(
-                    Reason::RenderFailed,
-                    format!("valuesFrom {what} key {key:?} is not valid YAML or JSON: {message}"),
-                ));
-            }
-            // [`check_size`] refuses these first; without it, still never merged.
-            ValuesContent::TooLarge { .. } => {
-                return Err(Failure::stalled(
-                    Reason::ValuesNotFound,
-                    format!("valuesFrom {what} key {key:?} passes --max-values-bytes"),
-                ));
-            }
+        let Some(value) = entry_value(r, got, &what, identity)? else {
+            continue;
         };
         let slot = merged.get_or_insert_with(|| Value::Object(Map::new()));
-        match r.target_path.as_deref().filter(|p| !p.is_empty()) {
-            Some(p) => {
-                let path = parse_target_path(p).map_err(|m| {
-                    Failure::stalled(Reason::RenderFailed, format!("valuesFrom {what}: {m}"))
-                })?;
-                merge_at(slot, &path, value);
-            }
-            None => {
-                if !value.is_object() && !value.is_null() {
-                    return Err(Failure::stalled(
-                        Reason::RenderFailed,
-                        format!(
-                            "valuesFrom {what} key {key:?} is not a mapping; set targetPath to use it as one value"
-                        ),
-                    ));
-                }
-                if value.is_object() {
-                    merge(slot, value);
-                }
-            }
-        }
+        place(slot, r, &what, value)?;
     }
     match (merged, values) {
         (None, v) => Ok(v.cloned()),
@@ -271,6 +208,81 @@ pub fn compose(
             Ok(Some(m))
         }
     }
+}
+
+/// One entry's value: `Ok(None)` when an optional entry is absent, the exit when a read
+/// failed or the content cannot be used.
+fn entry_value(
+    r: &ValuesReference,
+    got: &Result<ValuesContent, ApiError>,
+    what: &str,
+    identity: Option<&Impersonation>,
+) -> Result<Option<Value>, Failure> {
+    let key = r.key();
+    let content = match got {
+        Ok(c) => c,
+        Err(ApiError::Forbidden { message }) => {
+            let who = identity.map_or("the operator", |i| i.user.as_str());
+            return Err(Failure::stalled(
+                Reason::ImpersonationFailed,
+                format!("reading {what} (valuesFrom) forbidden as {who}: {message}"),
+            ));
+        }
+        Err(e) => {
+            return Err(Failure::transient(
+                Reason::ValuesNotFound,
+                format!("reading {what} (valuesFrom) failed: {e}"),
+            ));
+        }
+    };
+    match content {
+        ValuesContent::Found { value } => Ok(Some(value.clone())),
+        ValuesContent::ObjectMissing | ValuesContent::KeyMissing if r.optional => Ok(None),
+        ValuesContent::ObjectMissing => Err(Failure::stalled(
+            Reason::ValuesNotFound,
+            format!("valuesFrom {what} not found (key {key:?})"),
+        )),
+        ValuesContent::KeyMissing => Err(Failure::stalled(
+            Reason::ValuesNotFound,
+            format!("valuesFrom {what} has no key {key:?}"),
+        )),
+        ValuesContent::Unparsable { message } => Err(Failure::stalled(
+            Reason::RenderFailed,
+            format!("valuesFrom {what} key {key:?} is not valid YAML or JSON: {message}"),
+        )),
+        // [`check_size`] refuses these first; without it, still never merged.
+        ValuesContent::TooLarge { .. } => Err(Failure::stalled(
+            Reason::ValuesNotFound,
+            format!("valuesFrom {what} key {key:?} passes --max-values-bytes"),
+        )),
+    }
+}
+
+/// Merges one entry's value into `slot`: at its `targetPath`, or as a mapping at the top.
+fn place(slot: &mut Value, r: &ValuesReference, what: &str, value: Value) -> Result<(), Failure> {
+    let key = r.key();
+    match r.target_path.as_deref().filter(|p| !p.is_empty()) {
+        Some(p) => {
+            let path = parse_target_path(p).map_err(|m| {
+                Failure::stalled(Reason::RenderFailed, format!("valuesFrom {what}: {m}"))
+            })?;
+            merge_at(slot, &path, value);
+        }
+        None => {
+            if !value.is_object() && !value.is_null() {
+                return Err(Failure::stalled(
+                    Reason::RenderFailed,
+                    format!(
+                        "valuesFrom {what} key {key:?} is not a mapping; set targetPath to use it as one value"
+                    ),
+                ));
+            }
+            if value.is_object() {
+                merge(slot, value);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The `ResolutionFailed`/`ImpersonationFailed` exit for a `module.secretRef` read, or the

@@ -11,6 +11,8 @@
 //! - without: ready when its health (SPEC §26) is `Current` (existence, for kinds without a
 //!   status).
 
+use serde_json::Value;
+
 use crate::health::{self, HealthRules, HealthStatus, ReadyExpr, ReadyExprError};
 use crate::input::{ApiError, HealthObject};
 use crate::outcome::Failure;
@@ -43,87 +45,95 @@ pub fn evaluate(
 ) -> Result<(), Failure> {
     for d in deps {
         let what = describe(d);
-        let read = reads
-            .iter()
-            .find(|r| r.id.kind == d.id.kind && r.id.group == d.id.group && r.id.name == d.id.name);
-        let obj = match read.map(|r| &r.result) {
-            None => {
-                return Err(Failure::transient(
+        let obj = read_object(d, reads, &what, reader)?;
+        ready(d, obj, &what)?;
+    }
+    Ok(())
+}
+
+/// The object read for `d`, or why the release cannot go on without it.
+fn read_object<'a>(
+    d: &ObjectDependency,
+    reads: &'a [HealthObject],
+    what: &str,
+    reader: &str,
+) -> Result<&'a Value, Failure> {
+    let read = reads
+        .iter()
+        .find(|r| r.id.kind == d.id.kind && r.id.group == d.id.group && r.id.name == d.id.name);
+    match read.map(|r| &r.result) {
+        None => Err(Failure::transient(
+            Reason::DependenciesNotReady,
+            format!("dependency {what} was not read"),
+        )),
+        Some(Ok(Some(o))) => Ok(o),
+        Some(Ok(None) | Err(ApiError::NotFound { .. })) => Err(Failure::soft(
+            Reason::DependenciesNotReady,
+            format!("waiting for dependency {what}: not found"),
+        )),
+        Some(Err(ApiError::Forbidden { message })) => Err(Failure::soft(
+            Reason::DependenciesNotReady,
+            format!(
+                "cannot read dependency {what} as {reader}: forbidden ({message}); \
+                 grant it get on that kind there, or remove the entry"
+            ),
+        )),
+        Some(Err(e)) => Err(Failure::transient(
+            Reason::DependenciesNotReady,
+            format!("reading dependency {what} failed: {e}"),
+        )),
+    }
+}
+
+/// Whether `obj` is ready: its `readyExpr` is true, or, without one, its health is `Current`.
+fn ready(d: &ObjectDependency, obj: &Value, what: &str) -> Result<(), Failure> {
+    match &d.ready_expr {
+        Some(src) => {
+            let expr = ReadyExpr::compile(src).map_err(|e| {
+                Failure::stalled(
                     Reason::DependenciesNotReady,
-                    format!("dependency {what} was not read"),
-                ));
-            }
-            Some(Ok(Some(o))) => o,
-            Some(Ok(None) | Err(ApiError::NotFound { .. })) => {
-                return Err(Failure::soft(
-                    Reason::DependenciesNotReady,
-                    format!("waiting for dependency {what}: not found"),
-                ));
-            }
-            Some(Err(ApiError::Forbidden { message })) => {
-                return Err(Failure::soft(
-                    Reason::DependenciesNotReady,
-                    format!(
-                        "cannot read dependency {what} as {reader}: forbidden ({message}); \
-                         grant it get on that kind there, or remove the entry"
-                    ),
-                ));
-            }
-            Some(Err(e)) => {
-                return Err(Failure::transient(
-                    Reason::DependenciesNotReady,
-                    format!("reading dependency {what} failed: {e}"),
-                ));
-            }
-        };
-        match &d.ready_expr {
-            Some(src) => {
-                let expr = ReadyExpr::compile(src).map_err(|e| {
-                    Failure::stalled(
-                        Reason::DependenciesNotReady,
-                        format!("readyExpr of dependency {what} does not compile: {e}"),
-                    )
-                })?;
-                match expr.ready(obj) {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        return Err(Failure::soft(
-                            Reason::DependenciesNotReady,
-                            format!("waiting for dependency {what}: readyExpr is false"),
-                        ));
-                    }
-                    Err(ReadyExprError::Failed(e)) => {
-                        return Err(Failure::soft(
-                            Reason::DependenciesNotReady,
-                            format!("waiting for dependency {what}: readyExpr: {e}"),
-                        ));
-                    }
-                    Err(ReadyExprError::Stopped { steps, bytes }) => {
-                        return Err(Failure::stalled(
-                            Reason::DependenciesNotReady,
-                            format!(
-                                "readyExpr of dependency {what} stopped after {steps} steps / \
-                                 {bytes} bytes (the budget of one evaluation is {} steps and \
-                                 {} bytes); walk fewer or shorter lists, build fewer strings",
-                                health::CEL_MAX_STEPS,
-                                health::CEL_MAX_BYTES
-                            ),
-                        ));
-                    }
-                }
-            }
-            None => {
-                let a = health::assess(obj, &HealthRules::default());
-                if a.status != HealthStatus::Current {
+                    format!("readyExpr of dependency {what} does not compile: {e}"),
+                )
+            })?;
+            match expr.ready(obj) {
+                Ok(true) => {}
+                Ok(false) => {
                     return Err(Failure::soft(
                         Reason::DependenciesNotReady,
+                        format!("waiting for dependency {what}: readyExpr is false"),
+                    ));
+                }
+                Err(ReadyExprError::Failed(e)) => {
+                    return Err(Failure::soft(
+                        Reason::DependenciesNotReady,
+                        format!("waiting for dependency {what}: readyExpr: {e}"),
+                    ));
+                }
+                Err(ReadyExprError::Stopped { steps, bytes }) => {
+                    return Err(Failure::stalled(
+                        Reason::DependenciesNotReady,
                         format!(
-                            "waiting for dependency {what}: {} ({})",
-                            a.status.as_str(),
-                            a.message
+                            "readyExpr of dependency {what} stopped after {steps} steps / \
+                             {bytes} bytes (the budget of one evaluation is {} steps and \
+                             {} bytes); walk fewer or shorter lists, build fewer strings",
+                            health::CEL_MAX_STEPS,
+                            health::CEL_MAX_BYTES
                         ),
                     ));
                 }
+            }
+        }
+        None => {
+            let a = health::assess(obj, &HealthRules::default());
+            if a.status != HealthStatus::Current {
+                return Err(Failure::soft(
+                    Reason::DependenciesNotReady,
+                    format!(
+                        "waiting for dependency {what}: {} ({})",
+                        a.status.as_str(),
+                        a.message
+                    ),
+                ));
             }
         }
     }

@@ -6,19 +6,18 @@
 
 use std::time::Duration;
 
-use crate::conditions::{FALSE, TRUE};
+use crate::conditions::TRUE;
 use crate::constants::{FIELD_MANAGER, conditions as ct};
-use crate::effect::{Deletion, Effect, HealthTarget};
-use crate::health;
-use crate::hooks::{self, HookPhase, Judging, Verdict};
-use crate::input::{ApplyReport, HealthObject, InputName, ObjectResult};
+use crate::effect::{Effect, HealthTarget};
+use crate::hooks::{self, HookPhase};
+use crate::input::{ApplyReport, InputName, ObjectResult};
 use crate::object::{DesiredObject, ResourceId};
 use crate::outcome::{Failure, Outcome};
 use crate::reason::Reason;
 use crate::render_value;
 
 use super::ctx::Step;
-use super::health_read::judge;
+use super::hooks_read::Sorted;
 use super::{Attempt, Phase};
 
 /// One phase's run through its hooks.
@@ -157,116 +156,16 @@ impl Attempt {
         self.phase = Phase::Hooks { run };
     }
 
-    /// The backoff after this release's `HookFailed` has passed: a failed Job runs again.
-    fn hook_retry_due(&self) -> bool {
-        let failed = self.ctx.persisted.conditions.iter().any(|c| {
-            c.type_ == ct::READY && c.status == FALSE && c.reason == Reason::HookFailed.as_str()
-        });
-        failed
-            && self
-                .ctx
-                .persisted
-                .next_retry_at
-                .as_ref()
-                .is_none_or(|t| t.0 <= self.now)
-    }
-
-    pub(super) fn on_hooks_read(&mut self, mut run: HookRun, objects: Vec<HealthObject>) {
-        let rules = match health::compile(&self.ctx.common.health_check_exprs) {
-            Ok(r) => r.with_deadline(self.eval_deadline.clone()),
-            Err(e) => {
-                return self.fail(Failure::stalled(Reason::HealthCheckFailed, e.to_string()));
-            }
-        };
-        let j = Judging {
-            render_digest: &self.ctx.digests.render,
-            now: self.now,
-            timeout: self.ctx.timeout,
-            retry_due: self.hook_retry_due(),
-            after_write: run.step == HookStep::Rereading,
-        };
-        let (mut failed, mut waiting) = (Vec::new(), Vec::new());
-        let (mut apply, mut recreate, mut resume) = (Vec::new(), Vec::new(), Vec::new());
-        for o in &objects {
-            let live = match &o.result {
-                Ok(v) => v.as_ref(),
-                Err(e) => {
-                    waiting.push((o.id.clone(), format!("reading it failed: {e}")));
-                    continue;
-                }
-            };
-            let gone_uid = live
-                .and_then(|l| l.pointer("/metadata/uid"))
-                .and_then(|u| u.as_str())
-                .is_some_and(|u| run.deleted.iter().any(|d| d == u));
-            if j.after_write && gone_uid {
-                waiting.push((o.id.clone(), "not yet updated".to_string()));
-                continue;
-            }
-            let assessment = judge(o, &rules).assessment;
-            let rendered_phase = self
-                .ctx
-                .desired
-                .iter()
-                .find(|d| d.id.identity() == o.id.identity())
-                .and_then(|d| hooks::phase_of(&d.manifest));
-            let verdict = match run.phase {
-                HookPhase::PreDelete => {
-                    // Only a Job this release owns (its live uuid label; the inventory is a
-                    // status a tenant may write) and annotated pre-delete is run.
-                    let ours = |l: &serde_json::Value| {
-                        l.pointer("/metadata/labels")
-                            .and_then(|m| m.get(crate::constants::labels::RELEASE_UUID))
-                            .and_then(|u| u.as_str())
-                            == Some(self.ctx.uuid.as_str())
-                    };
-                    if live.is_some_and(|l| {
-                        hooks::phase_of(l) != Some(HookPhase::PreDelete) || !ours(l)
-                    }) {
-                        continue;
-                    }
-                    hooks::judge_pre_delete(live, &assessment, &j)
-                }
-                // A `pre-delete` Job read before the apply: only a changed render matters
-                // (the main apply creates it again, suspended).
-                HookPhase::PreApply if rendered_phase == Some(HookPhase::PreDelete) => match live {
-                    Some(l) if !j.after_write && hooks::live_digest(l) != Some(j.render_digest) => {
-                        Verdict::Recreate {
-                            uid: l
-                                .pointer("/metadata/uid")
-                                .and_then(|u| u.as_str())
-                                .unwrap_or_default()
-                                .to_string(),
-                        }
-                    }
-                    _ => continue,
-                },
-                _ => hooks::judge_apply_phase(&o.id, live, &assessment, &j),
-            };
-            match verdict {
-                Verdict::Done => {}
-                Verdict::Apply => apply.push(o.id.clone()),
-                Verdict::Recreate { uid } => {
-                    if rendered_phase != Some(HookPhase::PreDelete) {
-                        apply.push(o.id.clone());
-                    }
-                    recreate.push(Deletion {
-                        id: o.id.clone(),
-                        uid,
-                        orphan: false,
-                        resume: false,
-                    });
-                }
-                Verdict::Resume { uid } => resume.push(Deletion {
-                    id: o.id.clone(),
-                    uid,
-                    orphan: false,
-                    resume: true,
-                }),
-                Verdict::Waiting(why) => waiting.push((o.id.clone(), why)),
-                Verdict::Failed(why) => failed.push((o.id.clone(), why)),
-            }
-        }
+    /// Acts on the sorted verdicts: a failure fails the attempt; otherwise Jobs to recreate
+    /// are deleted first, then hooks applied, then suspended Jobs resumed; then the wait.
+    pub(super) fn hooks_act(&mut self, mut run: HookRun, sorted: Sorted) {
+        let Sorted {
+            failed,
+            waiting,
+            apply,
+            recreate,
+            resume,
+        } = sorted;
         if !failed.is_empty() {
             let msg = hooks::failed_message(run.phase, &failed);
             return self.fail(Failure::transient(Reason::HookFailed, msg));
