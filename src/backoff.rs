@@ -3,23 +3,23 @@
 use std::time::Duration;
 
 /// First retry delay after a transient failure.
-pub const BASE_DELAY: Duration = Duration::from_secs(5);
+pub(crate) const BASE_DELAY: Duration = Duration::from_secs(5);
 /// Longest retry delay after transient failures.
-pub const MAX_DELAY: Duration = Duration::from_secs(300);
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(300);
 /// Safety recheck of a stalled release.
 pub const STALLED_RECHECK: Duration = Duration::from_secs(30 * 60);
 /// Interval when `spec.interval` is not set.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
 /// Smallest accepted `spec.interval`.
-pub const MIN_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(10);
 /// Attempt deadline when `spec.timeout` is not set.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Largest `spec.interval` and `spec.timeout` (SPEC §24). The CRD refuses more; the core
 /// clamps what an older CRD (or a stored object from before it) let through, so no requeue,
 /// deadline or timestamp the core computes is ever further away than this.
-pub const MAX_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 /// Largest `spec.timeout` (SPEC §24), clamped like [`MAX_INTERVAL`].
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// Longest requeue the core ever asks for: the interpreter may add jitter or a clock reading
 /// to it without any chance of overflow.
 pub const MAX_REQUEUE: Duration = Duration::from_secs(24 * 3600);
@@ -38,7 +38,7 @@ pub fn compute_backoff(n: i64) -> Duration {
 /// `delay`, raised to the server's `Retry-After` when `error` is a 429 that carried one
 /// (SPEC §24: a 429 with `Retry-After` waits at least that long), and at most
 /// [`STALLED_RECHECK`] so a hostile or broken header cannot park a release for days.
-pub fn honour_retry_after(delay: Duration, error: &crate::ApiError) -> Duration {
+pub(crate) fn honour_retry_after(delay: Duration, error: &crate::ApiError) -> Duration {
     match error {
         crate::ApiError::TooManyRequests {
             retry_after_secs: Some(s),

@@ -9,11 +9,11 @@ use crate::constants::{CONDITION_MESSAGE_MAX, conditions as types};
 use crate::reason::Reason;
 
 /// `True`, `False`, `Unknown`.
-pub const TRUE: &str = "True";
+pub(crate) const TRUE: &str = "True";
 /// A condition status: the condition does not hold.
 pub const FALSE: &str = "False";
 /// A condition status: not decided yet (an attempt or a health wait is under way).
-pub const UNKNOWN: &str = "Unknown";
+pub(crate) const UNKNOWN: &str = "Unknown";
 
 /// Cuts `s` to at most `max` bytes on a character boundary.
 pub fn truncate(s: &str, max: usize) -> String {
@@ -31,7 +31,7 @@ pub fn truncate(s: &str, max: usize) -> String {
 /// (ESC starts a terminal escape sequence, CR rewrites the line, C1 `U+009B` is a CSI on
 /// some terminals), or a bidirectional override that makes a terminal show text in
 /// another order than it is stored.
-pub fn is_unsafe_in_message(c: char) -> bool {
+pub(crate) fn is_unsafe_in_message(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t')
         || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
@@ -48,7 +48,7 @@ pub fn without_control(s: &str) -> String {
 
 /// Seconds precision, as the API server stores times; keeps comparisons with persisted
 /// values exact.
-pub fn k8s_time(now: Timestamp) -> Time {
+pub(crate) fn k8s_time(now: Timestamp) -> Time {
     Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
 }
 

@@ -7,9 +7,9 @@ pub const ORPHAN_ANNOTATION: &str = "opm.dev/force-delete-orphan";
 /// Setting a new value triggers an attempt at once (SPEC §1.4).
 pub const REQUESTED_AT_ANNOTATION: &str = "reconcile.opmodel.dev/requestedAt";
 /// Per-object prune policy on a rendered object (SPEC §28); stripped before applying.
-pub const PRUNE_ANNOTATION: &str = "releases.opmodel.dev/prune";
+pub(crate) const PRUNE_ANNOTATION: &str = "releases.opmodel.dev/prune";
 /// The value of [`PRUNE_ANNOTATION`] that orphans the object instead of deleting it.
-pub const PRUNE_DISABLED: &str = "disabled";
+pub(crate) const PRUNE_DISABLED: &str = "disabled";
 /// SSA field manager and event reporter.
 pub const FIELD_MANAGER: &str = "opm-controller";
 /// Flux source API version used when `sourceRef.apiVersion` is empty.
@@ -17,13 +17,13 @@ pub const FLUX_SOURCE_API_VERSION: &str = "source.toolkit.fluxcd.io/v1";
 /// Supported Flux source kinds.
 pub const SOURCE_KINDS: [&str; 3] = ["OCIRepository", "GitRepository", "Bucket"];
 /// Most history entries kept.
-pub const HISTORY_CAP: usize = 10;
+pub(crate) const HISTORY_CAP: usize = 10;
 /// Longest condition message, in bytes.
-pub const CONDITION_MESSAGE_MAX: usize = 32 * 1024;
+pub(crate) const CONDITION_MESSAGE_MAX: usize = 32 * 1024;
 /// Longest history message, in bytes.
-pub const HISTORY_MESSAGE_MAX: usize = 1024;
+pub(crate) const HISTORY_MESSAGE_MAX: usize = 1024;
 /// Longest event note, in bytes (the events.k8s.io/v1 limit).
-pub const EVENT_NOTE_MAX: usize = 1024;
+pub(crate) const EVENT_NOTE_MAX: usize = 1024;
 
 /// Labels stamped on every applied object (SPEC §6).
 pub mod labels {

@@ -54,7 +54,7 @@ pub fn deletes(policy: Option<DeletionPolicy>, prune: bool) -> bool {
 
 /// `PruneFailed` message of a `WaitForTermination` deletion whose objects are not all gone
 /// within the release's `timeout` (or whose watch failed).
-pub fn termination_message(
+pub(crate) fn termination_message(
     remaining: &[crate::object::ResourceId],
     error: Option<&crate::input::ApiError>,
     timeout: std::time::Duration,
@@ -80,12 +80,12 @@ pub fn termination_message(
 }
 
 /// Only the exact string `"true"` counts.
-pub fn orphan_requested(value: Option<&str>) -> bool {
+pub(crate) fn orphan_requested(value: Option<&str>) -> bool {
     value == Some("true")
 }
 
 /// `OrphanedOnDeletion` event note (`None`: the release has no ServiceAccount at all).
-pub fn orphaned_message(count: usize, service_account: Option<&str>) -> String {
+pub(crate) fn orphaned_message(count: usize, service_account: Option<&str>) -> String {
     match service_account {
         Some(sa) => format!(
             "Orphaned {count} managed resources; ServiceAccount \"{sa}\" missing and {ORPHAN_ANNOTATION} annotation set"

@@ -120,7 +120,7 @@ pub fn render<'a>(sorted_objects: impl IntoIterator<Item = &'a Value>) -> String
 
 /// The order inventory entries are digested and stored in (SPEC §7): group, kind,
 /// namespace, name, component, v.
-pub fn inventory_order(e: &InventoryEntry) -> (&str, &str, &str, &str, &str, &str) {
+pub(crate) fn inventory_order(e: &InventoryEntry) -> (&str, &str, &str, &str, &str, &str) {
     (&e.group, &e.kind, &e.namespace, &e.name, &e.component, &e.v)
 }
 

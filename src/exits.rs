@@ -46,7 +46,7 @@ use crate::outcome::Failure;
 use crate::reason::Reason;
 
 /// Classifies a failed source read (SPEC §4 rows "source …").
-pub fn source_failure(err: &SourceError, l: &SourceLocator) -> Failure {
+pub(crate) fn source_failure(err: &SourceError, l: &SourceLocator) -> Failure {
     let what = format!("source {} {}/{}", l.kind, l.namespace, l.name);
     match err {
         SourceError::NotFound => {
@@ -144,7 +144,7 @@ pub fn render_failure(err: &RenderError) -> Failure {
 /// Classifies a failed apply (SPEC §4 apply rows): `failures` are the objects the server
 /// refused; `reported` of `expected` objects came back at all. Forbidden while impersonating
 /// stalls on the identity; 422 or a field conflict needs a change; anything else is retried.
-pub fn apply_failure(
+pub(crate) fn apply_failure(
     failures: &[(&ResourceId, &ApiError)],
     reported: usize,
     expected: usize,
@@ -181,7 +181,7 @@ pub fn apply_failure(
 
 /// Classifies a failed prune (SPEC §4, §9): `message` lists each failure. Forbidden while
 /// impersonating stalls on the identity; any other error is retried.
-pub fn prune_failure(message: String, forbidden: bool, impersonating: Option<&str>) -> Failure {
+pub(crate) fn prune_failure(message: String, forbidden: bool, impersonating: Option<&str>) -> Failure {
     match (impersonating, forbidden) {
         (Some(user), true) => Failure::stalled(
             Reason::ImpersonationFailed,

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 /// Drifted fields kept per object: enough for the message (which names three) and for a
 /// diff summary, bounded so a wholly rewritten object cannot bloat a trace.
-pub const MAX_FIELDS: usize = 20;
+pub(crate) const MAX_FIELDS: usize = 20;
 
 /// One drifted JSON path and the manager that owns it in the live object (empty when no
 /// other manager does, e.g. a field someone removed).
@@ -32,7 +32,7 @@ pub struct FieldDrift {
 
 /// A JSON pointer split into unescaped segments (`/a~1b/c` → `["a/b", "c"]`). A pointer
 /// that does not start with `/` is taken as relative to the root all the same.
-pub fn parse_pointer(pointer: &str) -> Vec<String> {
+pub(crate) fn parse_pointer(pointer: &str) -> Vec<String> {
     let p = pointer.strip_prefix('/').unwrap_or(pointer);
     if p.is_empty() {
         return Vec::new();
@@ -237,7 +237,7 @@ pub struct ManagedEntry<'a> {
 }
 
 /// The live object's `managedFields` entries that carry a `fieldsV1` set.
-pub fn managed_entries(live: &Value) -> Vec<ManagedEntry<'_>> {
+pub(crate) fn managed_entries(live: &Value) -> Vec<ManagedEntry<'_>> {
     let Some(mf) = live
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)
@@ -295,7 +295,7 @@ pub fn covers(set: &Value, live: Option<&Value>, segs: &[String]) -> bool {
 }
 
 /// Managers other than `ours` whose field sets cover the path in `live`.
-pub fn other_owners<'a>(live: &'a Value, segs: &[String], ours: &str) -> Vec<&'a str> {
+pub(crate) fn other_owners<'a>(live: &'a Value, segs: &[String], ours: &str) -> Vec<&'a str> {
     let mut out: Vec<&str> = managed_entries(live)
         .into_iter()
         .filter(|e| e.manager != ours && covers(e.fields, Some(live), segs))
@@ -308,7 +308,7 @@ pub fn other_owners<'a>(live: &'a Value, segs: &[String], ours: &str) -> Vec<&'a
 /// Who changed a drifted path: the other manager owning it; for a path the live object
 /// lacks (removed by someone), the other manager whose `Update` is the most recent. Empty
 /// when nobody else shows up in `managedFields`.
-pub fn changed_by(live: &Value, segs: &[String], ours: &str) -> String {
+pub(crate) fn changed_by(live: &Value, segs: &[String], ours: &str) -> String {
     if let Some(m) = other_owners(live, segs, ours).first() {
         return (*m).to_string();
     }

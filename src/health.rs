@@ -90,7 +90,7 @@ impl Assessment {
 /// Kinds that are `Current` as soon as the API server accepted them: nothing reconciles
 /// them into a state worth waiting for, so they are not even read (SPEC §26 "everything
 /// else").
-pub fn needs_assessment(group: &str, kind: &str) -> bool {
+pub(crate) fn needs_assessment(group: &str, kind: &str) -> bool {
     !matches!(
         (group, kind),
         ("", "ConfigMap")
@@ -110,7 +110,7 @@ pub fn needs_assessment(group: &str, kind: &str) -> bool {
 
 /// Whether a workload's pods explain its state: these are the kinds whose message gains the
 /// newest pods' reason once they have been waiting a while (SPEC §26).
-pub fn has_pods(group: &str, kind: &str) -> bool {
+pub(crate) fn has_pods(group: &str, kind: &str) -> bool {
     matches!(
         (group, kind),
         (
@@ -121,7 +121,7 @@ pub fn has_pods(group: &str, kind: &str) -> bool {
 }
 
 /// `apiVersion` → group (`apps/v1` → `apps`, `v1` → ``).
-pub fn group_of(api_version: &str) -> &str {
+pub(crate) fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 

@@ -84,7 +84,7 @@ fn annotation<'a>(manifest: &'a Value, key: &str) -> Option<&'a Value> {
 }
 
 /// The raw annotation value of an object (rendered or live), if any.
-pub fn raw_phase(manifest: &Value) -> Option<String> {
+pub(crate) fn raw_phase(manifest: &Value) -> Option<String> {
     annotation(manifest, HOOK_ANNOTATION).map(|v| match v.as_str() {
         Some(s) => s.to_string(),
         None => v.to_string(),
@@ -198,7 +198,7 @@ pub fn of_phase(objects: &[DesiredObject], phase: HookPhase) -> Vec<&DesiredObje
 
 /// Whether a rendered object is applied in the main apply: everything but `pre-apply` and
 /// `post-apply` hooks (a `pre-delete` Job is created, suspended, with the release).
-pub fn in_main_apply(o: &DesiredObject) -> bool {
+pub(crate) fn in_main_apply(o: &DesiredObject) -> bool {
     !matches!(
         phase_of(&o.manifest),
         Some(HookPhase::PreApply | HookPhase::PostApply)
@@ -269,7 +269,7 @@ fn suspended(live: &Value) -> bool {
 
 /// The verdict on a `pre-apply` or `post-apply` hook from its live JSON (`None`: absent)
 /// and that JSON's health assessment.
-pub fn judge_apply_phase(
+pub(crate) fn judge_apply_phase(
     id: &ResourceId,
     live: Option<&Value>,
     assessment: &Assessment,
@@ -304,7 +304,7 @@ pub fn judge_apply_phase(
 }
 
 /// The verdict on a `pre-delete` Job of the inventory (`None`: absent, nothing to run).
-pub fn judge_pre_delete(live: Option<&Value>, assessment: &Assessment, j: &Judging<'_>) -> Verdict {
+pub(crate) fn judge_pre_delete(live: Option<&Value>, assessment: &Assessment, j: &Judging<'_>) -> Verdict {
     let Some(live) = live else {
         return Verdict::Done;
     };
@@ -339,7 +339,7 @@ fn judge_running(live: &Value, assessment: &Assessment, j: &Judging<'_>) -> Verd
 }
 
 /// The `HookFailed` message: every failed hook of the phase, named.
-pub fn failed_message(phase: HookPhase, failed: &[(ResourceId, String)]) -> String {
+pub(crate) fn failed_message(phase: HookPhase, failed: &[(ResourceId, String)]) -> String {
     let parts: Vec<String> = failed
         .iter()
         .map(|(id, why)| format!("{} ({why})", id.display()))
@@ -351,7 +351,7 @@ pub fn failed_message(phase: HookPhase, failed: &[(ResourceId, String)]) -> Stri
 }
 
 /// The `Progressing` message while hooks run.
-pub fn waiting_message(phase: HookPhase, waiting: &[(ResourceId, String)]) -> String {
+pub(crate) fn waiting_message(phase: HookPhase, waiting: &[(ResourceId, String)]) -> String {
     let parts: Vec<String> = waiting
         .iter()
         .map(|(id, why)| format!("{} ({why})", id.display()))

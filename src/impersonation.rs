@@ -65,7 +65,7 @@ pub fn confined(allow: AllowOperatorIdentity) -> bool {
 
 /// SPEC §3 step 12 for a release without a ServiceAccount: may its `objects` be written as
 /// the operator? Decided on the whole render before any request is sent.
-pub fn check_operator_identity(
+pub(crate) fn check_operator_identity(
     allow: AllowOperatorIdentity,
     namespace: &str,
     objects: &[DesiredObject],
@@ -95,7 +95,7 @@ pub fn check_operator_identity(
 
 /// `"<what>; a release applying as the operator may only write objects in its own
 /// namespace <ns> (set spec.serviceAccountName, or --allow-operator-identity=cluster)"`.
-pub fn confinement_message(namespace: &str, why: &[String]) -> String {
+pub(crate) fn confinement_message(namespace: &str, why: &[String]) -> String {
     format!(
         "{}; a release applying as the operator may only write objects in its own namespace {namespace} \
          (set spec.serviceAccountName, or --allow-operator-identity=cluster)",
@@ -106,7 +106,7 @@ pub fn confinement_message(namespace: &str, why: &[String]) -> String {
 /// The inventory `entries` a prune as the confined operator may delete, and the ids it
 /// must leave alone (out of the namespace: orphaned with a `PruneSkipped` warning, never
 /// deleted as the operator).
-pub fn split_prunable(
+pub(crate) fn split_prunable(
     namespace: &str,
     entries: &[InventoryEntry],
 ) -> (Vec<InventoryEntry>, Vec<ResourceId>) {
@@ -124,7 +124,7 @@ pub fn split_prunable(
 }
 
 /// The `PruneSkipped` note for inventory entries a confined operator leaves alone.
-pub fn prune_skipped_message(namespace: &str, skipped: &[ResourceId]) -> String {
+pub(crate) fn prune_skipped_message(namespace: &str, skipped: &[ResourceId]) -> String {
     let names: Vec<String> = skipped.iter().map(ResourceId::display).collect();
     format!(
         "Skipped pruning {} resource(s) outside namespace {namespace}: a release applying as the operator \

@@ -53,13 +53,13 @@
 //! | §7 Digests and no-op | [`digest`] |
 //! | §8 Inventory and the stale set | [`inventory`] |
 //! | §9 Prune | [`prune`] |
-//! | §10 Status commit | [`status`] (conditions: [`conditions`]) |
+//! | §10 Status commit | `status`, private (conditions: [`conditions`]) |
 //! | §11 Events | [`reason`] (reason → action) |
 //! | §12 Deletion | [`deletion`] |
 //! | §13 Suspend | [`machine`] |
 //! | §14 Dependencies | [`deps`] |
 //! | §15 Impersonation and tenancy | [`impersonation`] |
-//! | §16 Source resolution | [`source`] |
+//! | §16 Source resolution | `source`, private |
 //! | §17 Artifact fetch and extraction | [`exits`] (classification; the download is the interpreter's) |
 //! | §18 Render | [`render_value`] |
 //! | §19 Apply | [`render_value`] (stages and order) |
@@ -132,8 +132,8 @@ pub mod reason;
 pub mod remote;
 pub mod render_ahead;
 pub mod render_value;
-pub mod source;
-pub mod status;
+mod source;
+mod status;
 pub mod teardown;
 pub mod trace;
 pub mod triggers;

@@ -2,13 +2,13 @@
 //! name an object stops the release with a clear reason instead of a confusing API error.
 
 /// Longest DNS-1123 subdomain (the name of most namespaced objects).
-pub const DNS1123_SUBDOMAIN_MAX: usize = 253;
+pub(crate) const DNS1123_SUBDOMAIN_MAX: usize = 253;
 /// Longest DNS-1123 label (the name of a namespace).
-pub const DNS1123_LABEL_MAX: usize = 63;
+pub(crate) const DNS1123_LABEL_MAX: usize = 63;
 
 /// A DNS-1123 label: lowercase ASCII letters, digits and `-`, starting and ending with a
 /// letter or digit, at most 63 characters.
-pub fn is_dns1123_label(s: &str) -> bool {
+pub(crate) fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= DNS1123_LABEL_MAX
@@ -27,7 +27,7 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
 /// patterns (the API server checks only on write): every name a spec gives for an object
 /// the operator reads or impersonates must be one, else the release stalls with the reason
 /// of the step that would have used it, naming the field. Checked before anything is read.
-pub fn check_spec(
+pub(crate) fn check_spec(
     common: &crate::api::ReleaseCommon,
     values_from: &[crate::api::values_from::ValuesReference],
     secret_ref: Option<&str>,

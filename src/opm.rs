@@ -22,11 +22,11 @@ pub use export::{incomplete_output, read_export};
 mod tests;
 
 /// The module path of OPM's core schema, line v2: a module depending on it is an OPM module.
-pub const CORE_V2: &str = "opmodel.dev/core@v2";
+pub(crate) const CORE_V2: &str = "opmodel.dev/core@v2";
 /// The retired core line of the seed's kernel era: refused with a clear stall.
 pub const CORE_V0: &str = "opmodel.dev/core@v0";
 /// The seed's release packages embedded `#ModuleRelease` from this core v0 package path.
-pub const CORE_V0_RELEASE: &str = "opmodel.dev/core/v1alpha1";
+pub(crate) const CORE_V0_RELEASE: &str = "opmodel.dev/core/v1alpha1";
 /// The `#runtimeName` the glue gives every transformer's context (SPEC §30): the value of
 /// `app.kubernetes.io/managed-by` on OPM objects, equal to the operator's own (SPEC §6).
 pub const RUNTIME_NAME: &str = "opm-controller";

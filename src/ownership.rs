@@ -56,7 +56,7 @@ pub fn strip_policies(objects: &mut [DesiredObject]) -> Vec<ResourceId> {
 
 /// Records the prune policy in the inventory entries, so that an object that later leaves
 /// the render (its annotation gone with it) is still known to be orphaned, not deleted.
-pub fn mark_prune_disabled(entries: &mut [InventoryEntry], disabled: &[ResourceId]) {
+pub(crate) fn mark_prune_disabled(entries: &mut [InventoryEntry], disabled: &[ResourceId]) {
     for e in entries.iter_mut() {
         if disabled.iter().any(|d| d.identity() == entry_identity(e)) {
             e.prune = PRUNE_DISABLED.to_string();

@@ -29,14 +29,14 @@ mod write_plan;
 pub use write_plan::{WritePlan, write_plan};
 
 /// `releases.opmodel.dev/ssa`.
-pub const SSA_ANNOTATION: &str = "releases.opmodel.dev/ssa";
+pub(crate) const SSA_ANNOTATION: &str = "releases.opmodel.dev/ssa";
 /// `releases.opmodel.dev/force`.
-pub const FORCE_ANNOTATION: &str = "releases.opmodel.dev/force";
+pub(crate) const FORCE_ANNOTATION: &str = "releases.opmodel.dev/force";
 /// The value of [`FORCE_ANNOTATION`] that allows delete-and-recreate.
-pub const FORCE_ENABLED: &str = "enabled";
+pub(crate) const FORCE_ENABLED: &str = "enabled";
 
 /// The Normal `Recreated` event's note.
-pub fn recreated_message(id: &crate::object::ResourceId) -> String {
+pub(crate) fn recreated_message(id: &crate::object::ResourceId) -> String {
     format!(
         "Recreated {}: an immutable field changed and it is annotated {FORCE_ANNOTATION}: {FORCE_ENABLED}",
         id.display()
@@ -134,7 +134,7 @@ pub fn matches(t: &IgnoreTarget, o: &DesiredObject) -> bool {
 /// Kubernetes label-selector syntax: `k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`,
 /// `k notin (a,b)`, comma-separated (all must hold). A requirement that does not parse
 /// selects nothing, so a typo never widens a rule.
-pub fn selector_matches(selector: &str, labels: &BTreeMap<String, String>) -> bool {
+pub(crate) fn selector_matches(selector: &str, labels: &BTreeMap<String, String>) -> bool {
     split_requirements(selector)
         .iter()
         .all(|r| requirement(r.trim(), labels).unwrap_or(false))

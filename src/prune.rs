@@ -91,7 +91,7 @@ pub fn decide(
 
 /// Counts deletions and collects failures. Gone (404) is fine; a failed UID precondition
 /// (409) means a successor we never checked, so it is left alone.
-pub fn tally(requested: &[Deletion], results: &[ObjectResult]) -> (u64, Vec<PruneFailure>) {
+pub(crate) fn tally(requested: &[Deletion], results: &[ObjectResult]) -> (u64, Vec<PruneFailure>) {
     let mut deleted = 0;
     let mut failures = Vec::new();
     for r in results {
@@ -112,7 +112,7 @@ pub fn tally(requested: &[Deletion], results: &[ObjectResult]) -> (u64, Vec<Prun
 }
 
 /// `PruneFailed` message listing each failure.
-pub fn failure_message(failures: &[PruneFailure]) -> String {
+pub(crate) fn failure_message(failures: &[PruneFailure]) -> String {
     let parts: Vec<String> = failures
         .iter()
         .map(|f| format!("{}: {}", f.id.display(), f.error))

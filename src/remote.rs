@@ -16,7 +16,7 @@ use crate::reason::Reason;
 pub const DEFAULT_KEYS: [&str; 2] = ["value", "value.yaml"];
 
 /// At most this many entries are named in `status.leftBehind` (the count is exact).
-pub const LEFT_BEHIND_ENTRIES: usize = 50;
+pub(crate) const LEFT_BEHIND_ENTRIES: usize = 50;
 
 /// `ns/name` (`key`) as messages name the Secret.
 fn describe(namespace: &str, name: &str, key: Option<&str>) -> String {
@@ -28,7 +28,7 @@ fn describe(namespace: &str, name: &str, key: Option<&str>) -> String {
 
 /// The server URL without user information, query or fragment (a URL may carry a
 /// password; SPEC §23 keeps every secret out of status, metrics and events).
-pub fn display_server(server: &str) -> String {
+pub(crate) fn display_server(server: &str) -> String {
     let (scheme, rest) = match server.split_once("://") {
         Some((s, r)) => (Some(s), r),
         None => (None, server),
@@ -85,7 +85,7 @@ pub fn check(
 
 /// SPEC §31: a kubeconfig that could not be read. Missing or unusable content is a stall
 /// (the Secret's creation or change re-triggers the release); a failed read is transient.
-pub fn read_failure(
+pub(crate) fn read_failure(
     e: &KubeConfigError,
     namespace: &str,
     name: &str,
@@ -183,7 +183,7 @@ pub fn left_behind(inventory: &Inventory, since: jiff::Timestamp) -> LeftBehind 
 }
 
 /// The Warning event's note when the release moves to another cluster.
-pub fn moved_message(left: &LeftBehind, to: Option<&RemoteCluster>) -> String {
+pub(crate) fn moved_message(left: &LeftBehind, to: Option<&RemoteCluster>) -> String {
     let from = if left.cluster.is_empty() {
         "the operator's cluster"
     } else {

@@ -19,7 +19,7 @@ use crate::effect::RenderRequest;
 
 /// The `Render` request of a module release with `values` (merged `valuesFrom`, then
 /// `spec.values`) pulling with `credentials` (SPEC §3 step 10).
-pub fn module_request(
+pub(crate) fn module_request(
     module: &ModuleRef,
     values: Option<Value>,
     name: &str,

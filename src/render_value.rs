@@ -142,7 +142,7 @@ pub fn build_owned(
 }
 
 /// The objects a render holds: entries of every `components.<c>` struct.
-pub fn object_count(value: &Value) -> u64 {
+pub(crate) fn object_count(value: &Value) -> u64 {
     value
         .get("components")
         .and_then(Value::as_object)
@@ -181,7 +181,7 @@ pub fn check_caps(
 }
 
 /// The message of a render whose output passed the byte cap while it was read.
-pub fn too_large_message(err: &crate::input::RenderError) -> String {
+pub(crate) fn too_large_message(err: &crate::input::RenderError) -> String {
     match err {
         crate::input::RenderError::TooLarge {
             bytes_at_least,
@@ -195,7 +195,7 @@ pub fn too_large_message(err: &crate::input::RenderError) -> String {
 }
 
 /// `1.5 MiB`-style text for messages (binary units, one decimal).
-pub fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
     if n < 1024 {
         return format!("{n} B");
@@ -304,7 +304,7 @@ fn build_one(
 }
 
 /// (stage, rank within the stage) of SPEC §19.
-pub fn apply_rank(group: &str, kind: &str) -> (u8, u8) {
+pub(crate) fn apply_rank(group: &str, kind: &str) -> (u8, u8) {
     match (group, kind) {
         ("apiextensions.k8s.io", "CustomResourceDefinition")
         | ("", "Namespace")

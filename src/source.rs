@@ -54,7 +54,7 @@ fn check_source_ref(r: &SourceRef) -> Result<(), Failure> {
 }
 
 /// The Flux source of a Release, checked against kind and cross-namespace policy.
-pub fn locate(
+pub(crate) fn locate(
     source_ref: &SourceRef,
     release_namespace: &str,
     allow_cross_namespace: bool,
@@ -97,12 +97,12 @@ pub fn locate(
 }
 
 /// `<Kind>/<namespace>/<name>`, as in `status.source.ref`.
-pub fn locator_ref(l: &SourceLocator) -> String {
+pub(crate) fn locator_ref(l: &SourceLocator) -> String {
     format!("{}/{}/{}", l.kind, l.namespace, l.name)
 }
 
 /// A digest the artifact can be verified against: `sha256:` + 64 lowercase hex.
-pub fn check_artifact_digest(d: &str) -> Result<(), Failure> {
+pub(crate) fn check_artifact_digest(d: &str) -> Result<(), Failure> {
     if digest::is_sha256(d) {
         Ok(())
     } else {
@@ -116,7 +116,7 @@ pub fn check_artifact_digest(d: &str) -> Result<(), Failure> {
 }
 
 /// Catches a module version whose major does not match the path's `@vN` before `cue` runs.
-pub fn check_module(m: &ModuleRef) -> Result<(), Failure> {
+pub(crate) fn check_module(m: &ModuleRef) -> Result<(), Failure> {
     if m.path.is_empty() || m.version.is_empty() {
         return Err(Failure::stalled(
             Reason::ResolutionFailed,

@@ -9,7 +9,7 @@ use crate::constants::{HISTORY_CAP, HISTORY_MESSAGE_MAX};
 
 /// Outcome of one activity this attempt: `None` not run, `Some(true)` succeeded (reset),
 /// `Some(false)` failed (+1).
-pub type Activity = Option<bool>;
+pub(crate) type Activity = Option<bool>;
 
 fn bump(counter: &mut i64, activity: Activity) {
     match activity {
@@ -20,7 +20,7 @@ fn bump(counter: &mut i64, activity: Activity) {
 }
 
 /// Applies the counter rules: `reconcile` by the attempt, the others by their activity.
-pub fn update_counters(
+pub(crate) fn update_counters(
     c: &mut FailureCounters,
     reconcile: Activity,
     apply: Activity,
@@ -34,7 +34,7 @@ pub fn update_counters(
 }
 
 /// Prepends `entry` with `sequence` = max + 1 and keeps the newest ten.
-pub fn push_history(history: &mut Vec<HistoryEntry>, mut entry: HistoryEntry) {
+pub(crate) fn push_history(history: &mut Vec<HistoryEntry>, mut entry: HistoryEntry) {
     entry.sequence = history
         .iter()
         .map(|h| h.sequence)
@@ -51,7 +51,7 @@ pub fn push_history(history: &mut Vec<HistoryEntry>, mut entry: HistoryEntry) {
 
 /// RFC 7386 merge patch turning `old` into `new`: removed keys become `null`, objects
 /// recurse, everything else (including arrays) is replaced. `{}` means "no change".
-pub fn merge_patch(old: &Value, new: &Value) -> Value {
+pub(crate) fn merge_patch(old: &Value, new: &Value) -> Value {
     match (old, new) {
         (Value::Object(o), Value::Object(n)) => {
             let mut patch = Map::new();
@@ -83,7 +83,7 @@ pub fn merge_patch(old: &Value, new: &Value) -> Value {
 }
 
 /// True when a merge patch changes nothing.
-pub fn is_empty_patch(p: &Value) -> bool {
+pub(crate) fn is_empty_patch(p: &Value) -> bool {
     p.as_object().is_some_and(Map::is_empty)
 }
 

@@ -17,7 +17,7 @@ use crate::input::{DependencyReport, ReleaseSnapshot};
 use crate::object::ReleaseKey;
 
 /// How many blockers a message names before it says how many more there are.
-pub const NAMED: usize = 10;
+pub(crate) const NAMED: usize = 10;
 
 /// The releases whose existence holds back the deletion of `own` (whose own `dependsOn`,
 /// defaults filled in, is `own_refs`), in the report's order without repeats: every release
@@ -90,7 +90,7 @@ fn list(blockers: &[&ReleaseSnapshot]) -> String {
 }
 
 /// `Ready=False/DependentsExist` message: who it waits for, and the ways out.
-pub fn waiting_message(blockers: &[&ReleaseSnapshot]) -> String {
+pub(crate) fn waiting_message(blockers: &[&ReleaseSnapshot]) -> String {
     format!(
         "waiting for dependents to be deleted: {}; delete them, remove this release from their \
          dependsOn, or set the annotation {}: \"true\" to orphan this release's objects",
@@ -100,7 +100,7 @@ pub fn waiting_message(blockers: &[&ReleaseSnapshot]) -> String {
 }
 
 /// `OrphanedOnDeletion` note when the annotation lets a release with dependents go.
-pub fn orphaned_message(count: usize, blockers: &[&ReleaseSnapshot]) -> String {
+pub(crate) fn orphaned_message(count: usize, blockers: &[&ReleaseSnapshot]) -> String {
     format!(
         "Orphaned {count} managed resources; dependents still exist ({}) and {} annotation set",
         list(blockers),

@@ -20,9 +20,9 @@ use crate::outcome::Failure;
 use crate::reason::Reason;
 
 /// Longest `targetPath` accepted (the CRD refuses longer too).
-pub const MAX_TARGET_PATH: usize = 250;
+pub(crate) const MAX_TARGET_PATH: usize = 250;
 /// Deepest `targetPath` accepted, in segments.
-pub const MAX_TARGET_DEPTH: usize = 32;
+pub(crate) const MAX_TARGET_DEPTH: usize = 32;
 
 /// Every value counts at least this many bytes: roughly what it takes in memory, so a
 /// long list of tiny numbers cannot pass the cap by a factor of twenty.
@@ -148,7 +148,7 @@ pub fn merge(base: &mut Value, overlay: Value) {
 
 /// Merges `value` into `root` at `path`, creating mappings on the way and replacing a
 /// non-mapping that stands where a mapping is needed.
-pub fn merge_at(root: &mut Value, path: &[String], value: Value) {
+pub(crate) fn merge_at(root: &mut Value, path: &[String], value: Value) {
     let mut cur = root;
     for key in path {
         if !cur.is_object() {
@@ -319,7 +319,7 @@ pub fn credentials(
 }
 
 /// Does a ModuleRelease read anything before its render?
-pub fn reads_objects(refs: &[ValuesReference], secret_ref: Option<&str>) -> bool {
+pub(crate) fn reads_objects(refs: &[ValuesReference], secret_ref: Option<&str>) -> bool {
     !refs.is_empty() || secret_ref.is_some_and(|s| !s.is_empty())
 }
 

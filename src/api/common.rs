@@ -31,7 +31,7 @@ pub struct KubeConfigSecretRef {
 }
 
 /// A key of a Secret's `data`: letters, digits, `-`, `_` and `.`.
-pub const SECRET_KEY: &str = r"^[-._a-zA-Z0-9]+$";
+pub(crate) const SECRET_KEY: &str = r"^[-._a-zA-Z0-9]+$";
 
 /// `spec.module` of a ModuleRelease.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
@@ -124,7 +124,7 @@ pub struct DependencyRef {
 }
 
 /// A `dependsOn` entry of another kind than the release kinds names its `apiVersion`.
-pub const DEPENDENCY_API_VERSION_RULE: &str = "!has(self.kind) || self.kind == '' || self.kind == 'ModuleRelease' || self.kind == 'Release' || (has(self.apiVersion) && self.apiVersion != '')";
+pub(crate) const DEPENDENCY_API_VERSION_RULE: &str = "!has(self.kind) || self.kind == '' || self.kind == 'ModuleRelease' || self.kind == 'Release' || (has(self.apiVersion) && self.apiVersion != '')";
 
 /// `spec.rollout`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]

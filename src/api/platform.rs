@@ -20,17 +20,17 @@ pub const PLATFORM_NAME: &str = "cluster";
 
 /// Most catalogs one Platform may list (a real cluster uses one or two; the bound keeps the
 /// platform package and its `cue` run small).
-pub const MAX_CATALOGS: u32 = 32;
+pub(crate) const MAX_CATALOGS: u32 = 32;
 
 /// A catalog key: a CUE module path with its major version (`opmodel.dev/catalogs/opm@v2`).
 pub const CATALOG_PATH: &str = r"^[a-z0-9][-a-z0-9.]*(/[A-Za-z0-9][-A-Za-z0-9._~]*)*@v[0-9]+$";
 
 /// An exact semantic version, with or without the leading `v` (upstream writes
 /// `2.0.0-alpha.3`, `cue` wants `v2.0.0-alpha.3`).
-pub const EXACT_VERSION: &str = r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$";
+pub(crate) const EXACT_VERSION: &str = r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$";
 
 /// The CEL rule refusing every name but `cluster` (the seed's CRD did the same).
-pub const NAME_RULE: &str = "self.metadata.name == 'cluster'";
+pub(crate) const NAME_RULE: &str = "self.metadata.name == 'cluster'";
 
 /// The catalogs of transformers the cluster renders OPM modules with.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]

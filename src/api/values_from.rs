@@ -7,10 +7,10 @@ pub use super::common::LocalSecretRef;
 use super::common::{DNS1123_SUBDOMAIN, bounds};
 
 /// A ConfigMap or Secret data key (what the API server accepts as one).
-pub const DATA_KEY: &str = r"^[-._a-zA-Z0-9]+$";
+pub(crate) const DATA_KEY: &str = r"^[-._a-zA-Z0-9]+$";
 
 /// The key read when `valuesKey` is unset (helm-controller's default).
-pub const DEFAULT_VALUES_KEY: &str = "values.yaml";
+pub(crate) const DEFAULT_VALUES_KEY: &str = "values.yaml";
 
 /// What kind of object a `valuesFrom` entry reads.
 #[derive(

@@ -38,7 +38,7 @@ fn describe(d: &ObjectDependency) -> String {
 
 /// The verdict on `deps`, given what was read of each (`reads`, matched by position of the
 /// same object; `reader` names the identity in messages).
-pub fn evaluate(
+pub(crate) fn evaluate(
     deps: &[ObjectDependency],
     reads: &[HealthObject],
     reader: &str,

@@ -31,7 +31,7 @@ pub struct Normalised {
 }
 
 /// `2.0.0` and `v2.0.0` are one version; `cue` wants the `v`.
-pub fn normalise_version(v: &str) -> String {
+pub(crate) fn normalise_version(v: &str) -> String {
     let v = v.trim();
     if v.starts_with('v') {
         v.to_owned()
