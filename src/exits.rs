@@ -181,7 +181,11 @@ pub(crate) fn apply_failure(
 
 /// Classifies a failed prune (SPEC §4, §9): `message` lists each failure. Forbidden while
 /// impersonating stalls on the identity; any other error is retried.
-pub(crate) fn prune_failure(message: String, forbidden: bool, impersonating: Option<&str>) -> Failure {
+pub(crate) fn prune_failure(
+    message: String,
+    forbidden: bool,
+    impersonating: Option<&str>,
+) -> Failure {
     match (impersonating, forbidden) {
         (Some(user), true) => Failure::stalled(
             Reason::ImpersonationFailed,

@@ -225,7 +225,7 @@ pub fn set(v: &mut Value, segs: &[String], value: Value) -> bool {
 
 /// One `metadata.managedFields` entry, as far as ownership needs it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ManagedEntry<'a> {
+pub(crate) struct ManagedEntry<'a> {
     /// The field manager (`opm-controller`, `kubectl`, …).
     pub manager: &'a str,
     /// `Apply` or `Update`: only an `Apply` entry of ours marks fields we own.

@@ -231,7 +231,7 @@ pub enum Verdict {
 
 /// What decides a verdict besides the object.
 #[derive(Clone, Debug)]
-pub struct Judging<'a> {
+pub(crate) struct Judging<'a> {
     /// This render's digest.
     pub render_digest: &'a str,
     /// The attempt's clock.
@@ -304,7 +304,11 @@ pub(crate) fn judge_apply_phase(
 }
 
 /// The verdict on a `pre-delete` Job of the inventory (`None`: absent, nothing to run).
-pub(crate) fn judge_pre_delete(live: Option<&Value>, assessment: &Assessment, j: &Judging<'_>) -> Verdict {
+pub(crate) fn judge_pre_delete(
+    live: Option<&Value>,
+    assessment: &Assessment,
+    j: &Judging<'_>,
+) -> Verdict {
     let Some(live) = live else {
         return Verdict::Done;
     };
