@@ -31,7 +31,7 @@ pub fn truncate(s: &str, max: usize) -> String {
 /// (ESC starts a terminal escape sequence, CR rewrites the line, C1 `U+009B` is a CSI on
 /// some terminals), or a bidirectional override that makes a terminal show text in
 /// another order than it is stored.
-pub(crate) fn is_unsafe_in_message(c: char) -> bool {
+pub fn is_unsafe_in_message(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t')
         || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }

@@ -163,7 +163,7 @@ pub fn depends_on(own: &ReleaseKey, refs: &[DependencyRef], dep: &ReleaseKey) ->
 }
 
 /// Checks made before anything is read: self-reference and cross-namespace policy, in order.
-pub(crate) fn precheck(
+pub fn precheck(
     own: &ReleaseKey,
     refs: &[ReleaseKey],
     objects: &[ObjectDependency],
@@ -203,7 +203,7 @@ pub(crate) fn precheck(
 
 /// A cycle through `own`, as the path `own -> … -> own`, using the release's current refs
 /// for itself and the reported `dependsOn` for everyone else.
-pub(crate) fn find_cycle(
+pub fn find_cycle(
     own: &ReleaseKey,
     refs: &[ReleaseKey],
     report: &DependencyReport,
@@ -241,7 +241,7 @@ pub(crate) fn find_cycle(
 }
 
 /// The verdict on a dependency report: a stall for a cycle, else the first blocker in order.
-pub(crate) fn evaluate(
+pub fn evaluate(
     own: &ReleaseKey,
     refs: &[ReleaseKey],
     report: &DependencyReport,

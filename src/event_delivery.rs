@@ -34,7 +34,7 @@ pub const MAX_QUEUE_SIZE: usize = 100_000;
 /// The longest wait between two tries by default (`--events-webhook-max-backoff`).
 pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// The wait after the first failure (or `max_backoff`, if shorter); it doubles from there.
-pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 
 /// The bounds of one outbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

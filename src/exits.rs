@@ -8,16 +8,16 @@
 //! |---|---|---|
 //! | dependency not ready / not found | `DependenciesNotReady`, soft | [`crate::deps::evaluate`] |
 //! | dependency cycle or self-reference | `DependenciesNotReady`, stalled | [`crate::deps::precheck`], [`crate::deps::find_cycle`] |
-//! | cross-namespace ref not allowed | `CrossNamespaceRefDenied`, stalled | [`crate::deps::precheck`], [`crate::source::locate`] |
-//! | source kind unsupported / source not found | `SourceNotReady`, stalled | [`crate::source::locate`], [`source_failure`] |
+//! | cross-namespace ref not allowed | `CrossNamespaceRefDenied`, stalled | [`crate::deps::precheck`], `crate::source::locate` |
+//! | source kind unsupported / source not found | `SourceNotReady`, stalled | `crate::source::locate`, [`source_failure`] |
 //! | source not ready / no artifact | `SourceNotReady`, soft | [`source_failure`] |
 //! | source read failed (API) | `SourceNotReady`, transient | [`source_failure`] |
 //! | artifact download failed, HTTP ≠ 200, timeout, digest mismatch | `FetchFailed`, transient | [`fetch_failure`] |
-//! | artifact content invalid | `InvalidArtifact`, stalled | [`fetch_failure`], [`crate::source::check_artifact_digest`] |
+//! | artifact content invalid | `InvalidArtifact`, stalled | [`fetch_failure`], `crate::source::check_artifact_digest` |
 //! | `spec.path` missing / not a dir / escapes | `PathNotFound`, stalled | [`render_failure`] |
 //! | no `release.cue` at path | `ReleaseFileNotFound`, stalled | [`render_failure`] |
 //! | exported kind ≠ `ModuleRelease` or missing | `UnsupportedKind`, stalled | [`render_failure`], [`crate::render_value::build`] |
-//! | module/dependency cannot be fetched from the registry | `ResolutionFailed`, stalled | [`render_failure`], [`crate::source::check_module`], [`crate::values_from::credentials`] |
+//! | module/dependency cannot be fetched from the registry | `ResolutionFailed`, stalled | [`render_failure`], `crate::source::check_module`, [`crate::values_from::credentials`] |
 //! | CUE evaluation error, values invalid, malformed objects | `RenderFailed`, stalled | [`render_failure`], [`crate::render_value::build`], [`crate::policy::extract`] |
 //! | registry unreachable / `cue` timed out | `RenderFailed`, transient | [`render_failure`] |
 //! | no effective ServiceAccount and no `--allow-operator-identity` | `ImpersonationFailed`, stalled | the machine's impersonation step (`machine/flow.rs`) |
@@ -46,7 +46,7 @@ use crate::outcome::Failure;
 use crate::reason::Reason;
 
 /// Classifies a failed source read (SPEC §4 rows "source …").
-pub(crate) fn source_failure(err: &SourceError, l: &SourceLocator) -> Failure {
+pub fn source_failure(err: &SourceError, l: &SourceLocator) -> Failure {
     let what = format!("source {} {}/{}", l.kind, l.namespace, l.name);
     match err {
         SourceError::NotFound => {
@@ -144,7 +144,7 @@ pub fn render_failure(err: &RenderError) -> Failure {
 /// Classifies a failed apply (SPEC §4 apply rows): `failures` are the objects the server
 /// refused; `reported` of `expected` objects came back at all. Forbidden while impersonating
 /// stalls on the identity; 422 or a field conflict needs a change; anything else is retried.
-pub(crate) fn apply_failure(
+pub fn apply_failure(
     failures: &[(&ResourceId, &ApiError)],
     reported: usize,
     expected: usize,
@@ -181,11 +181,7 @@ pub(crate) fn apply_failure(
 
 /// Classifies a failed prune (SPEC §4, §9): `message` lists each failure. Forbidden while
 /// impersonating stalls on the identity; any other error is retried.
-pub(crate) fn prune_failure(
-    message: String,
-    forbidden: bool,
-    impersonating: Option<&str>,
-) -> Failure {
+pub fn prune_failure(message: String, forbidden: bool, impersonating: Option<&str>) -> Failure {
     match (impersonating, forbidden) {
         (Some(user), true) => Failure::stalled(
             Reason::ImpersonationFailed,

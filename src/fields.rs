@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 /// Drifted fields kept per object: enough for the message (which names three) and for a
 /// diff summary, bounded so a wholly rewritten object cannot bloat a trace.
-pub(crate) const MAX_FIELDS: usize = 20;
+pub const MAX_FIELDS: usize = 20;
 
 /// One drifted JSON path and the manager that owns it in the live object (empty when no
 /// other manager does, e.g. a field someone removed).

@@ -65,7 +65,7 @@ pub fn confined(allow: AllowOperatorIdentity) -> bool {
 
 /// SPEC §3 step 12 for a release without a ServiceAccount: may its `objects` be written as
 /// the operator? Decided on the whole render before any request is sent.
-pub(crate) fn check_operator_identity(
+pub fn check_operator_identity(
     allow: AllowOperatorIdentity,
     namespace: &str,
     objects: &[DesiredObject],

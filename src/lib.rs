@@ -24,8 +24,9 @@
 //!
 //! A batch is zero or more fire-and-forget effects (`EmitEvent`, `RecordMetric`), then
 //! exactly one awaited effect or `Done`, last. Every awaited effect gets exactly one result
-//! input ([`Effect::is_awaited`]). A result that does not answer the awaited effect is
-//! refused with [`InputError::Unexpected`] and changes nothing. After `Done` the attempt is
+//! input ([`Effect::is_awaited`]), of the kind [`Effect::answered_by`] names (an
+//! [`InputName`], the same value [`InputKind::kind`] gives). A result that does not answer
+//! the awaited effect is refused with [`InputError::Unexpected`] and changes nothing. After `Done` the attempt is
 //! spent; the next `Observed` input starts a new [`Attempt`] (the only memory between
 //! attempts is the release's `status`).
 //!

@@ -59,7 +59,7 @@ const STATEFULSET_SPEC: (&str, &str) = (
 );
 
 /// Kinds never deleted to be recreated (see the module docs).
-pub(crate) fn never_recreated(id: &ResourceId) -> bool {
+pub fn never_recreated(id: &ResourceId) -> bool {
     matches!(
         (id.group.as_str(), id.kind.as_str()),
         ("", "Namespace")
