@@ -21,7 +21,6 @@ use crate::effects::{self, Cx};
 use crate::{controller::jitter, kube::releases};
 
 pub use crate::controller::jitter::{MAX_REQUEUE, jitter_with};
-pub use crate::effects::render::flatten;
 pub use crate::effects::runtime::Runtime;
 pub use crate::effects::unpersisted::Unpersisted;
 
