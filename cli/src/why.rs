@@ -7,10 +7,10 @@ mod text;
 mod triggers;
 
 use jiff::Timestamp;
+use opm_core::ReleaseObject;
 use opm_core::api::ReleaseStatus;
 use opm_core::constants::conditions as ct;
 use opm_core::reason::Reason;
-use opm_core::ReleaseObject;
 use serde::Serialize;
 
 use crate::output;
