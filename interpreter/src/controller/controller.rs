@@ -129,19 +129,7 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
         });
     let (mr_tx, mr_rx) = mpsc::unbounded();
     let (rel_tx, rel_rx) = mpsc::unbounded();
-    let limits = Limits::with_default_per_namespace(
-        usize::from(settings.concurrency),
-        settings.max_concurrent_per_namespace.map(usize::from),
-    );
-    let mr_gate = Admission::new(limits, health.clone());
-    let rel_gate = Admission::new(limits, health.clone());
-    health.add_gate(mr_gate.clone());
-    health.add_gate(rel_gate.clone());
-    tracing::info!(
-        concurrency = limits.total,
-        per_namespace = limits.per_namespace,
-        "attempt slots per kind"
-    );
+    let (mr_gate, rel_gate) = gates(&settings, &health);
     rt.local
         .renderer
         .render_ahead_from(Arc::new(super::ahead::StoreAhead::new(mr_reader.clone())));
@@ -197,6 +185,27 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
         w.abort();
     }
     tracing::info!("controllers stopped");
+}
+
+/// One fair attempt gate per kind (SPEC §24), each known to the health endpoint.
+fn gates(
+    settings: &Settings,
+    health: &Arc<crate::ops::health::Health>,
+) -> (Arc<Admission>, Arc<Admission>) {
+    let limits = Limits::with_default_per_namespace(
+        usize::from(settings.concurrency),
+        settings.max_concurrent_per_namespace.map(usize::from),
+    );
+    let mr_gate = Admission::new(limits, health.clone());
+    let rel_gate = Admission::new(limits, health.clone());
+    health.add_gate(mr_gate.clone());
+    health.add_gate(rel_gate.clone());
+    tracing::info!(
+        concurrency = limits.total,
+        per_namespace = limits.per_namespace,
+        "attempt slots per kind"
+    );
+    (mr_gate, rel_gate)
 }
 
 /// Marks watch `name` ended when its loop returns before shutdown was asked for.
