@@ -281,19 +281,13 @@ enum FirstList {
     Nothing,
 }
 
-/// Watches one referenced object and sends its releases to the queue when its
-/// `resourceVersion` changes, it appears or it goes.
-async fn watch_one(client: Client, key: WatchKey, shared: Shared) {
-    let Shared {
-        releases,
-        store,
-        tx,
-        rt,
-        refused,
-    } = shared;
-    let reads: &ReadVersions = &rt.values_reads;
+/// The watch of one referenced object, as its `resourceVersion` (`None`: absent).
+fn version_stream(
+    client: Client,
+    key: &WatchKey,
+) -> futures::stream::BoxStream<'static, Result<Event<Option<String>>, watcher::Error>> {
     let config = watcher::Config::default().fields(&format!("metadata.name={}", key.name));
-    let mut stream = match key.kind {
+    match key.kind {
         ValuesKind::ConfigMap => watch(
             Api::<PartialObjectMeta<ConfigMap>>::namespaced(client, &key.namespace),
             config,
@@ -308,7 +302,21 @@ async fn watch_one(client: Client, key: WatchKey, shared: Shared) {
         .default_backoff()
         .map(|r| r.map(versions))
         .boxed(),
-    };
+    }
+}
+
+/// Watches one referenced object and sends its releases to the queue when its
+/// `resourceVersion` changes, it appears or it goes.
+async fn watch_one(client: Client, key: WatchKey, shared: Shared) {
+    let Shared {
+        releases,
+        store,
+        tx,
+        rt,
+        refused,
+    } = shared;
+    let reads: &ReadVersions = &rt.values_reads;
+    let mut stream = version_stream(client, &key);
     // The resourceVersion last seen (`None`: absent), and what a relist found.
     let mut last: Option<Option<String>> = None;
     let mut listing: Option<String> = None;
