@@ -53,7 +53,7 @@
 //! | §6 Labels | [`render_value`] |
 //! | §7 Digests and no-op | [`digest`] |
 //! | §8 Inventory and the stale set | [`inventory`] |
-//! | §9 Prune | [`prune`] |
+//! | §9 Prune | [`prune`] (what becomes of each stale entry: [`desired`]) |
 //! | §10 Status commit | `status`, private (conditions: [`conditions`]) |
 //! | §11 Events | [`reason`] (reason → action) |
 //! | §12 Deletion | [`deletion`] |
@@ -62,7 +62,7 @@
 //! | §15 Impersonation and tenancy | [`impersonation`] |
 //! | §16 Source resolution | `source`, private |
 //! | §17 Artifact fetch and extraction | [`exits`] (classification; the download is the interpreter's) |
-//! | §18 Render | [`render_value`] |
+//! | §18 Render | [`render_value`] (render → desired objects, as the machine and `kubectl opm diff` both do it: [`desired`]) |
 //! | §19 Apply | [`render_value`] (stages and order) |
 //! | §20 Drift detection | [`drift`] (field comparison: [`fields`]) |
 //! | §21 Metrics | [`effect`] ([`Metric`]) |
@@ -107,6 +107,7 @@ pub mod config;
 pub mod constants;
 pub mod deletion;
 pub mod deps;
+pub mod desired;
 pub mod digest;
 pub mod drift;
 pub mod duration;

@@ -3,16 +3,20 @@
 //! would start one earlier (SPEC §5's watch events, §1.4's annotation). Pure: it reads the
 //! release object only, so the same object always gets the same explanation.
 
+mod text;
+mod triggers;
+
 use jiff::Timestamp;
+use opm_core::ReleaseObject;
 use opm_core::api::ReleaseStatus;
 use opm_core::constants::conditions as ct;
 use opm_core::reason::Reason;
-use opm_core::{Kind, ReleaseObject};
 use serde::Serialize;
 
 use crate::output;
 use crate::releases;
-use crate::target;
+
+pub use text::text;
 
 /// The explanation, also what `-o json|yaml` prints.
 #[derive(Debug, Serialize, PartialEq)]
@@ -76,19 +80,72 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
     let generation = obj.meta().generation.unwrap_or(0);
     let retry = status.next_retry_at.as_ref().map(|t| t.0);
     let retry_words = retry.map(|t| output::when(t, now));
-    let counter = status.failure_counters.reconcile;
-    let stalled = is_true(&status, ct::STALLED);
+    let seen = Seen {
+        obj,
+        status: &status,
+        ready: &ready,
+        reason: &reason,
+        message: &message,
+        stalled: is_true(&status, ct::STALLED),
+    };
+    let (state, mut summary) = state_and_summary(&seen, generation, retry_words.clone());
+    let triggers = triggers::triggers(&seen, state);
+    let (conditions, failures) = conditions_and_failures(&status, now);
+    if status.observed_generation < generation && !status.conditions.is_empty() {
+        summary.push_str(&format!(
+            " (the status describes generation {}; generation {generation} is not handled yet)",
+            status.observed_generation
+        ));
+    }
+    let (cluster, left_behind) = clusters(obj, &status);
+    Why {
+        cluster,
+        left_behind,
+        release: releases::describe(&key),
+        next_check_at: next_check(obj, &status, retry, now),
+        state: state.to_string(),
+        summary,
+        conditions,
+        failures,
+        next_retry_at: retry_words,
+        triggers,
+    }
+}
 
-    let (state, summary) = if obj.meta().deletion_timestamp.is_some()
-        && reason == Reason::DependentsExist
-    {
+/// What [`explain`] reads of the release, once.
+pub(super) struct Seen<'a> {
+    pub(super) obj: &'a ReleaseObject,
+    pub(super) status: &'a ReleaseStatus,
+    pub(super) ready: &'a str,
+    pub(super) reason: &'a str,
+    pub(super) message: &'a str,
+    pub(super) stalled: bool,
+}
+
+/// The state's name and the sentence about it.
+fn state_and_summary(
+    seen: &Seen<'_>,
+    generation: i64,
+    retry_words: Option<String>,
+) -> (&'static str, String) {
+    let Seen {
+        obj,
+        status,
+        ready,
+        reason,
+        message,
+        stalled,
+    } = *seen;
+    let counter = status.failure_counters.reconcile;
+    let deleting = obj.meta().deletion_timestamp.is_some();
+    if deleting && reason == Reason::DependentsExist {
         (
             "Deleting",
             format!(
                 "is being deleted and keeps its objects until the releases that depend on it are gone ({reason}): {message}"
             ),
         )
-    } else if obj.meta().deletion_timestamp.is_some() {
+    } else if deleting {
         (
             "Deleting",
             format!(
@@ -110,9 +167,7 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
             "Stalled",
             format!(
                 "is stalled ({reason}): it will not be retried on a timer until {}; it waits for a change",
-                retry_words
-                    .clone()
-                    .unwrap_or_else(|| "the 30m safety re-check".into())
+                retry_words.unwrap_or_else(|| "the 30m safety re-check".into())
             ),
         )
     } else if reason == Reason::DependenciesNotReady
@@ -125,9 +180,7 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
             format!(
                 "is failing ({reason}) and backing off after {counter} failed attempt{} in a row; next attempt {}",
                 if counter == 1 { "" } else { "s" },
-                retry_words
-                    .clone()
-                    .unwrap_or_else(|| "not scheduled".into())
+                retry_words.unwrap_or_else(|| "not scheduled".into())
             ),
         )
     } else if ready == "False" {
@@ -137,107 +190,14 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
             "Progressing",
             format!("is progressing ({reason}): {message}"),
         )
-    };
+    }
+}
 
-    let mut triggers = Vec::new();
-    if state != "Ready" || stalled {
-        triggers.push("a change of its spec (a new generation)".to_string());
-    }
-    match obj {
-        ReleaseObject::Release(r) => {
-            let s = &r.spec.source_ref;
-            let ns = if s.namespace.is_empty() {
-                key.namespace.clone()
-            } else {
-                s.namespace.clone()
-            };
-            triggers.push(format!(
-                "a new artifact (revision or digest) of its source {} {ns}/{}",
-                s.kind, s.name
-            ));
-        }
-        ReleaseObject::ModuleRelease(m) => {
-            for v in &m.spec.values_from {
-                triggers.push(format!(
-                    "a change of {} {}/{} (valuesFrom)",
-                    v.kind.as_str(),
-                    key.namespace,
-                    v.name
-                ));
-            }
-        }
-    }
-    if reason == Reason::ImpersonationFailed || reason == Reason::DeletionSAMissing {
-        match &obj.common().service_account_name {
-            Some(sa) => triggers.push(format!(
-                "the ServiceAccount {}/{sa} appearing (or its RBAC changing)",
-                key.namespace
-            )),
-            None => triggers.push(
-                "setting spec.serviceAccountName to a ServiceAccount of the namespace".into(),
-            ),
-        }
-    }
-    if let Some(kc) = &obj.common().kube_config {
-        triggers.push(format!(
-            "the kubeconfig Secret {}/{} being created or changed",
-            key.namespace, kc.secret_ref.name
-        ));
-    }
-    if reason == Reason::DependenciesNotReady {
-        for d in &obj.common().depends_on {
-            if !opm_core::deps::is_release_ref(d) {
-                triggers.push(format!(
-                    "the dependency {} {} {} becoming ready (checked every 30s)",
-                    d.api_version, d.kind, d.name
-                ));
-                continue;
-            }
-            let dep = opm_core::deps::key_of(&key, d);
-            // As written when not one we know (the release is stalled naming it).
-            let kind = if d.kind.is_empty() {
-                dep.kind.as_str()
-            } else {
-                d.kind.as_str()
-            };
-            triggers.push(format!(
-                "the dependency {kind} {} becoming Ready",
-                dep.display()
-            ));
-        }
-    }
-    if reason == Reason::DependentsExist {
-        triggers.push(
-            "each release that depends on it going away (deleted, its finalizer gone)".into(),
-        );
-        triggers.push(format!(
-            "the annotation {}: \"true\" (lets it go at once, its objects orphaned)",
-            opm_core::constants::ORPHAN_ANNOTATION
-        ));
-    }
-    if reason == Reason::HookFailed {
-        triggers.push(
-            "the retry after the backoff, which runs a failed hook Job again (deleted and created); a new render runs it at once".into(),
-        );
-    }
-    if reason == Reason::HealthCheckFailed
-        || reason == Reason::Progressing
-        || is_true(&status, ct::HEALTHY)
-    {
-        triggers.push("a health change of one of its objects".into());
-    }
-    if !obj.common().suspend {
-        triggers.push(format!(
-            "`kubectl opm reconcile {}/{}` (the {} annotation)",
-            target::short(key.kind),
-            key.name,
-            opm_core::constants::REQUESTED_AT_ANNOTATION
-        ));
-    }
-    if key.kind == Kind::ModuleRelease && reason == Reason::ResolutionFailed {
-        triggers.push("nothing in the registry: publishing the module version does not re-trigger; change the spec or request a reconcile".into());
-    }
-
+/// The conditions, and the last failures of the history.
+fn conditions_and_failures(
+    status: &ReleaseStatus,
+    now: Timestamp,
+) -> (Vec<ConditionLine>, Vec<FailureLine>) {
     let conditions = status
         .conditions
         .iter()
@@ -264,15 +224,18 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
             message: h.message.clone(),
         })
         .collect();
-    let mut summary = summary;
-    if status.observed_generation < generation && !status.conditions.is_empty() {
-        summary.push_str(&format!(
-            " (the status describes generation {}; generation {generation} is not handled yet)",
-            status.observed_generation
-        ));
-    }
+    (conditions, failures)
+}
+
+/// Without a retry: when the periodic re-check comes.
+fn next_check(
+    obj: &ReleaseObject,
+    status: &ReleaseStatus,
+    retry: Option<Timestamp>,
+    now: Timestamp,
+) -> Option<String> {
     let interval = obj.common().interval.clone().unwrap_or_else(|| "5m".into());
-    let next_check_at = match (
+    match (
         &retry,
         &status.last_attempted_at,
         opm_core::duration::parse(&interval),
@@ -290,7 +253,12 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
             }
         }
         _ => None,
-    };
+    }
+}
+
+/// The remote cluster it applies to, and what it left behind in another.
+fn clusters(obj: &ReleaseObject, status: &ReleaseStatus) -> (Option<String>, Option<String>) {
+    let key = obj.key();
     let applied_to = status
         .inventory
         .as_ref()
@@ -314,131 +282,8 @@ pub fn explain(obj: &ReleaseObject, now: Timestamp) -> Why {
             l.count
         )
     });
-    Why {
-        cluster,
-        left_behind,
-        release: releases::describe(&key),
-        next_check_at,
-        state: state.to_string(),
-        summary,
-        conditions,
-        failures,
-        next_retry_at: retry_words,
-        triggers,
-    }
-}
-
-/// The explanation in words.
-pub fn text(w: &Why) -> String {
-    let mut out = format!("{} {}\n", w.release, w.summary);
-    if let Some(c) = &w.cluster {
-        out.push_str(&format!("Applies to cluster {c}\n"));
-    }
-    if let Some(l) = &w.left_behind {
-        out.push_str(&format!("Left behind: {l}\n"));
-    }
-    if !w.conditions.is_empty() {
-        out.push_str("\nConditions:\n");
-        for c in &w.conditions {
-            out.push_str(&format!("  {} is {}", c.type_, c.status));
-            if !c.reason.is_empty() {
-                out.push_str(&format!(" ({})", c.reason));
-            }
-            if let Some(since) = &c.since {
-                out.push_str(&format!(" since {since}"));
-            }
-            if !c.message.is_empty() {
-                out.push_str(&format!(": {}", c.message));
-            }
-            out.push('\n');
-        }
-    }
-    if !w.failures.is_empty() {
-        out.push_str("\nLast failures (newest first):\n");
-        for f in &w.failures {
-            out.push_str(&format!(
-                "  #{} at {} during {}: {}\n",
-                f.sequence,
-                f.at.as_deref().unwrap_or("an unknown time"),
-                f.phase,
-                f.message
-            ));
-        }
-    }
-    out.push_str("\nNext attempt: ");
-    match &w.next_retry_at {
-        Some(t) => out.push_str(&format!("{t}\n")),
-        None if w.state == "Suspended" => out.push_str("none while suspended\n"),
-        None => match &w.next_check_at {
-            Some(t) => out.push_str(&format!("the periodic check at {t}\n")),
-            None => out.push_str("at the next interval (no retry scheduled)\n"),
-        },
-    }
-    if !w.triggers.is_empty() {
-        out.push_str("Would start earlier on:\n");
-        for t in &w.triggers {
-            out.push_str(&format!("  - {t}\n"));
-        }
-    }
-    out
+    (cluster, left_behind)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use opm_core::api::{
-        Inventory, KubeConfigReference, KubeConfigSecretRef, LeftBehind, ModuleRelease,
-    };
-
-    #[test]
-    fn a_remote_release_names_its_cluster_what_it_left_and_its_secret_as_a_trigger() {
-        let mut mr: ModuleRelease = serde_json::from_value(serde_json::json!({
-            "apiVersion": "releases.opmodel.dev/v1alpha1", "kind": "ModuleRelease",
-            "metadata": {"name": "web", "namespace": "team", "generation": 1},
-            "spec": {"module": {"path": "example.com/modules/web@v0", "version": "v0.2.1"}},
-        }))
-        .unwrap();
-        mr.spec.common.kube_config = Some(KubeConfigReference {
-            secret_ref: KubeConfigSecretRef {
-                name: "prod".into(),
-                key: None,
-            },
-        });
-        let obj = ReleaseObject::ModuleRelease(mr.clone());
-        let now = Timestamp::UNIX_EPOCH;
-        let w = explain(&obj, now);
-        assert_eq!(
-            w.cluster.as_deref(),
-            Some("the cluster of the kubeconfig Secret team/prod (nothing applied there yet)")
-        );
-        assert!(
-            w.triggers
-                .iter()
-                .any(|t| t == "the kubeconfig Secret team/prod being created or changed")
-        );
-        mr.status = Some(opm_core::api::ReleaseStatus {
-            inventory: Some(Inventory {
-                cluster: "https://new:6443".into(),
-                ..Default::default()
-            }),
-            left_behind: Some(LeftBehind {
-                cluster: "https://old:6443".into(),
-                count: 4,
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
-        let w = explain(&ReleaseObject::ModuleRelease(mr), now);
-        let t = text(&w);
-        assert!(
-            t.contains(
-                "Applies to cluster https://new:6443 (through the kubeconfig Secret team/prod)"
-            ),
-            "{t}"
-        );
-        assert!(
-            t.contains("Left behind: 4 objects in https://old:6443"),
-            "{t}"
-        );
-    }
-}
+mod tests;

@@ -9,7 +9,7 @@ use crate::input::{ApiError, ApplyAction, ApplyReport, DriftReport, LiveObject, 
 use crate::outcome::{Failure, Outcome};
 use crate::reason::Reason;
 use crate::render_value;
-use crate::{drift, exits, impersonation, ownership, policy, prune};
+use crate::{desired, drift, exits, impersonation, ownership, policy, prune};
 
 use super::ctx::{ApplyCounts, Step};
 use super::{Attempt, Phase};
@@ -200,7 +200,7 @@ impl Attempt {
             .ctx
             .stale
             .iter()
-            .filter(|e| self.ctx.common.prune || ownership::prune_disabled(e))
+            .filter(|e| desired::prune_visits(e, self.ctx.common.prune))
             .cloned()
             .collect();
         if stale.is_empty() {

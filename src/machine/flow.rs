@@ -12,8 +12,8 @@ use crate::input::{
 use crate::object::{ReleaseKey, ReleaseObject};
 use crate::outcome::{Failure, Outcome};
 use crate::reason::Reason;
-use crate::render_value::{self, ReleaseIdentity};
-use crate::{deps, digest, exits, impersonation, inventory, ownership, policy, source};
+use crate::render_value::ReleaseIdentity;
+use crate::{deps, desired, digest, exits, impersonation, inventory, ownership, source};
 
 use super::ctx::{Ctx, SourceSpec, Step};
 use super::{Attempt, Phase, add};
@@ -317,36 +317,32 @@ impl Attempt {
             self.ctx.digests.config =
                 crate::opm::config_digest(&self.ctx.digests.config, &output.platform);
         }
-        if let Err(f) = render_value::check_caps(
-            &output.value,
+        let objects = match desired::objects(
+            output.value,
             output.bytes,
-            self.cfg.max_render_objects,
-            self.cfg.max_render_bytes,
+            &output.cluster_scoped,
+            &identity,
+            &self.cfg,
         ) {
-            return self.fail(f);
-        }
-        let mut objects =
-            match render_value::build_owned(output.value, &output.cluster_scoped, &identity) {
-                Ok(o) => o,
-                Err(f) => return self.fail(f),
-            };
+            Ok(o) => o,
+            Err(f) => return self.fail(f),
+        };
         if let Some(m) = module {
             let msg = format!("module resolved: {}@{}", m.path, m.version);
             self.ctx
                 .conds
                 .set(ct::MODULE_RESOLVED, TRUE, Reason::Resolved, &msg);
         }
-        // The digest covers the policy annotations, so changing a policy is a change.
-        self.ctx.digests.render = digest::render(objects.iter().map(|o| &o.manifest));
-        let prune_disabled = ownership::strip_policies(&mut objects);
-        if let Err(f) = policy::extract(&mut objects, self.ctx.ignore_rules()) {
+        let mut wanted = desired::Desired::new(objects);
+        self.ctx.digests.render = wanted.render_digest.clone();
+        if let Err(f) = wanted.extract(self.ctx.ignore_rules(), &self.cfg) {
             return self.fail(f);
         }
-        if let Err(f) =
-            crate::hooks::extract(&mut objects, self.cfg.max_hooks, &self.ctx.digests.render)
-        {
-            return self.fail(f);
-        }
+        let desired::Desired {
+            objects,
+            prune_disabled,
+            ..
+        } = wanted;
         self.ctx.entries = inventory::entries_for(&objects);
         ownership::mark_prune_disabled(&mut self.ctx.entries, &prune_disabled);
         self.ctx.digests.inventory = digest::inventory(&self.ctx.entries);

@@ -40,7 +40,7 @@ pub struct Stuck {
 impl World {
     /// When the next thing happens: a scheduled event or a due attempt.
     pub fn next_wakeup(&self) -> Option<Timestamp> {
-        let ev = self.schedule.keys().next().map(|(t, _)| *t);
+        let ev = self.schedule.events.keys().next().map(|(t, _)| *t);
         let at = self.queue.iter().next().map(|(t, _)| *t);
         match (ev, at) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -51,7 +51,7 @@ impl World {
     /// Does the next thing: applies the earliest scheduled event, or runs the earliest due
     /// attempt, moving the clock to its time (never backwards).
     pub fn step(&mut self) -> Result<Step, WorldError> {
-        let ev = self.schedule.keys().next().copied();
+        let ev = self.schedule.events.keys().next().copied();
         let at = self.queue.first().map(|(t, _)| *t);
         let event_first = match (&ev, &at) {
             (Some((te, _)), Some(ta)) => te <= ta,
@@ -62,7 +62,11 @@ impl World {
             (Some((t, seq)), _) if event_first => {
                 self.now = self.now.max(t);
                 // The key was just read from the map.
-                let event = self.schedule.remove(&(t, seq)).expect("scheduled event");
+                let event = self
+                    .schedule
+                    .events
+                    .remove(&(t, seq))
+                    .expect("scheduled event");
                 self.apply_event(event)?;
                 Ok(Step::Event(t))
             }
@@ -100,7 +104,8 @@ impl World {
         for e in &self.timeline {
             last.insert(&e.key, e);
         }
-        self.releases
+        self.cluster
+            .releases
             .iter()
             .filter(|(_, r)| !r.external)
             .filter(|(k, _)| {
@@ -120,7 +125,7 @@ impl World {
     pub fn drive_bounded(&mut self, max_attempts: usize) -> Result<usize, Stuck> {
         let mut attempts = 0;
         loop {
-            if self.schedule.is_empty() && self.unsettled().is_empty() {
+            if self.schedule.events.is_empty() && self.unsettled().is_empty() {
                 return Ok(attempts);
             }
             if attempts >= max_attempts {

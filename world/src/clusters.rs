@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use opm_core::ApiError;
 use opm_core::input::InputKind;
-use opm_core::remote::{KubeConfigError, KubeConfigFacts, RemoteCluster};
+use opm_core::remote::RemoteCluster;
 
 use super::World;
 use super::store::Store;
@@ -35,8 +35,9 @@ impl World {
     /// A kubeconfig Secret `namespace/name` pointing at `server` (created, or changed);
     /// the cluster is created empty when it is new.
     pub(super) fn set_kubeconfig(&mut self, namespace: String, name: String, server: String) {
-        let seed = self.clusters.by_server.len() as u64 + 1;
+        let seed = self.cluster.clusters.by_server.len() as u64 + 1;
         let cluster = self
+            .cluster
             .clusters
             .by_server
             .entry(server.clone())
@@ -46,16 +47,18 @@ impl World {
             });
         // The releases' namespace exists there too (a cluster made ready for them).
         cluster.store.ensure_namespace(&namespace);
-        self.clusters
+        self.cluster
+            .clusters
             .kubeconfigs
             .insert((namespace.clone(), name.clone()), server);
         // A Secret's creation or change re-triggers the releases naming it (SPEC §31).
         let keys: Vec<_> = self
+            .cluster
             .releases
             .keys()
             .filter(|k| {
                 k.namespace == namespace
-                    && self.releases.get(k).is_some_and(|o| {
+                    && self.cluster.releases.get(k).is_some_and(|o| {
                         o.common()
                             .kube_config
                             .as_ref()
@@ -71,36 +74,9 @@ impl World {
 
     /// Cuts `server` off (`true`) or heals it.
     pub(super) fn set_partition(&mut self, server: &str, partitioned: bool) {
-        if let Some(c) = self.clusters.by_server.get_mut(server) {
+        if let Some(c) = self.cluster.clusters.by_server.get_mut(server) {
             c.partitioned = partitioned;
         }
-    }
-
-    /// The answer to `ReadKubeConfig`: the world keeps no kubeconfig bytes, only the
-    /// server a Secret points at, and its digest stands for the bytes.
-    pub(super) fn read_kubeconfig(
-        &self,
-        namespace: &str,
-        name: &str,
-        key: Option<&str>,
-    ) -> Result<KubeConfigFacts, KubeConfigError> {
-        let server = self
-            .clusters
-            .kubeconfigs
-            .get(&(namespace.to_string(), name.to_string()))
-            .ok_or(KubeConfigError::SecretNotFound)?;
-        let key = key.unwrap_or(opm_core::remote::DEFAULT_KEYS[0]);
-        if key != opm_core::remote::DEFAULT_KEYS[0] {
-            return Err(KubeConfigError::KeyNotFound {
-                keys: vec![opm_core::remote::DEFAULT_KEYS[0].to_string()],
-            });
-        }
-        Ok(KubeConfigFacts {
-            key: key.to_string(),
-            digest: opm_core::digest::sha256(server.as_bytes()),
-            server: server.clone(),
-            insecure: Vec::new(),
-        })
     }
 
     /// Runs `perform` against the store of `cluster`; a partitioned (or unknown) cluster
@@ -111,6 +87,7 @@ impl World {
         perform: impl FnOnce(&mut World, Option<ApiError>) -> InputKind,
     ) -> InputKind {
         let reachable = self
+            .cluster
             .clusters
             .by_server
             .get(&cluster.server)
@@ -121,14 +98,14 @@ impl World {
             };
             return perform(self, Some(e));
         }
-        let mut remote = match self.clusters.by_server.get_mut(&cluster.server) {
+        let mut remote = match self.cluster.clusters.by_server.get_mut(&cluster.server) {
             Some(c) => std::mem::replace(&mut c.store, Store::new(0)),
             None => return perform(self, None),
         };
-        std::mem::swap(&mut self.store, &mut remote);
+        std::mem::swap(&mut self.cluster.store, &mut remote);
         let answer = perform(self, None);
-        std::mem::swap(&mut self.store, &mut remote);
-        if let Some(c) = self.clusters.by_server.get_mut(&cluster.server) {
+        std::mem::swap(&mut self.cluster.store, &mut remote);
+        if let Some(c) = self.cluster.clusters.by_server.get_mut(&cluster.server) {
             c.store = remote;
         }
         answer
@@ -136,7 +113,8 @@ impl World {
 
     /// The objects of the remote cluster `server` but its Namespaces (for scenarios and tests).
     pub fn cluster_objects(&self, server: &str) -> Vec<opm_core::ResourceId> {
-        self.clusters
+        self.cluster
+            .clusters
             .by_server
             .get(server)
             .map(|c| {

@@ -52,7 +52,11 @@ impl World {
     /// Runs one attempt for `key` now, drained to `Done`, and schedules its requeue.
     pub fn run_attempt(&mut self, key: &ReleaseKey) -> Result<&AttemptLog, WorldError> {
         let mut log = self.attempt(key)?;
-        log.status = self.releases.get(key).and_then(|o| o.status().cloned());
+        log.status = self
+            .cluster
+            .releases
+            .get(key)
+            .and_then(|o| o.status().cloned());
         self.timeline.push(log.timeline_entry());
         self.logs.push(log);
         if self.retention == Retention::Timeline {
@@ -72,7 +76,7 @@ impl World {
             return self.run_attempt(key).map(|_| ());
         }
         let log = self.attempt(key)?;
-        let status = self.releases.get(key).and_then(|o| o.status());
+        let status = self.cluster.releases.get(key).and_then(|o| o.status());
         self.timeline.push(log.timeline_entry_with(status));
         self.logs.clear();
         Ok(())
@@ -83,6 +87,7 @@ impl World {
         let started_at = self.now;
         let memoise = self.memo && self.retention == Retention::Timeline;
         let version = self
+            .cluster
             .releases
             .get(key)
             .and_then(|o| o.meta().resource_version.clone());
@@ -159,11 +164,11 @@ impl World {
             && let Some(d) = requeue
         {
             // ±5 %, in thousandths.
-            let factor = 950 + self.rng.below(101) as u32;
+            let factor = 950 + self.schedule.rng.below(101) as u32;
             requeue = Some(d * factor / 1000);
         }
         if let Some(d) = requeue
-            && self.releases.get(key).is_some()
+            && self.cluster.releases.get(key).is_some()
         {
             let at = add(self.now, d);
             // A watch trigger during the attempt keeps its earlier time.
@@ -183,7 +188,7 @@ impl World {
         version: Option<String>,
     ) -> Result<Ran, WorldError> {
         let started_at = self.now;
-        let object = self.releases.get(key).cloned().map(Box::new);
+        let object = self.cluster.releases.get(key).cloned().map(Box::new);
         let found = object.is_some();
         let mut recording = (memoise && found).then(Recording::default);
         let first = Input::new(

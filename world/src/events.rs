@@ -219,7 +219,7 @@ impl World {
                 self.source_not_ready(source, message)
             }
             WorldEvent::Fault { fault } => self.add_fault(fault)?,
-            WorldEvent::ClearFaults => self.faults.clear(),
+            WorldEvent::ClearFaults => self.schedule.faults.clear(),
             WorldEvent::DependencyReady { key, ready } => self.set_external_ready(&key, ready),
             WorldEvent::CreateServiceAccount {
                 namespace,
@@ -229,22 +229,24 @@ impl World {
                 self.add_service_account(&namespace, &name, grants);
             }
             WorldEvent::DeleteServiceAccount { namespace, name } => {
-                self.rbac.delete_account(&namespace, &name)
+                self.cluster.rbac.delete_account(&namespace, &name)
             }
             WorldEvent::Grant {
                 namespace,
                 name,
                 grant,
-            } => self.rbac.grant(&namespace, &name, grant),
-            WorldEvent::RevokeGrants { namespace, name } => self.rbac.revoke_all(&namespace, &name),
+            } => self.cluster.rbac.grant(&namespace, &name, grant),
+            WorldEvent::RevokeGrants { namespace, name } => {
+                self.cluster.rbac.revoke_all(&namespace, &name)
+            }
             WorldEvent::TamperObject {
                 id,
                 manager,
                 field,
                 value,
-            } => self.store.write_field(&id, &manager, field, value),
+            } => self.cluster.store.write_field(&id, &manager, field, value),
             WorldEvent::DeleteObject { id } => {
-                let _ = self.store.delete(&id, None);
+                let _ = self.cluster.store.delete(&id, None);
             }
             WorldEvent::CreatePlatform { platform } => {
                 self.apply_platform(&platform);
@@ -271,8 +273,8 @@ impl World {
     /// goes at once without a finalizer.
     fn delete_release(&mut self, key: &ReleaseKey) {
         let before = self.meta_of(key);
-        if self.releases.delete(key, self.now) {
-            if self.releases.get(key).is_some() {
+        if self.cluster.releases.delete(key, self.now) {
+            if self.cluster.releases.get(key).is_some() {
                 self.trigger_on_change(key, before, "deleting");
             } else {
                 // Gone at once (no finalizer): no attempt follows.
@@ -283,7 +285,7 @@ impl World {
     }
 
     fn source_not_ready(&mut self, source: SourceId, message: String) {
-        let s = self.catalog.sources.entry(source).or_default();
+        let s = self.cluster.catalog.sources.entry(source).or_default();
         s.ready = false;
         s.message = message;
     }
@@ -291,7 +293,7 @@ impl World {
     /// The operator restarts: metrics from zero, every release due at once.
     fn restart_operator(&mut self) {
         self.metrics = Default::default();
-        let keys: Vec<ReleaseKey> = self.releases.keys().cloned().collect();
+        let keys: Vec<ReleaseKey> = self.cluster.releases.keys().cloned().collect();
         for k in keys {
             self.trigger(&k, "operatorRestart");
         }
@@ -306,21 +308,21 @@ impl World {
         if current == value.as_ref() {
             return;
         }
-        if self.releases.annotate(key, name, value.as_deref()) {
+        if self.cluster.releases.annotate(key, name, value.as_deref()) {
             self.trigger_on_change(key, before, "annotationChanged");
         }
     }
 
     fn edit_spec(&mut self, key: &ReleaseKey, patch: &Value) -> Result<(), WorldError> {
         let before = self.meta_of(key);
-        if self.releases.edit_spec(key, patch)? {
+        if self.cluster.releases.edit_spec(key, patch)? {
             self.trigger_on_change(key, before, "specChanged");
         }
         Ok(())
     }
 
     fn meta_of(&self, key: &ReleaseKey) -> Option<ObjectMeta> {
-        self.releases.get(key).map(|o| o.meta().clone())
+        self.cluster.releases.get(key).map(|o| o.meta().clone())
     }
 
     /// The watch predicate ([`triggers::starts_attempt`]): the release is due when its
@@ -331,7 +333,7 @@ impl World {
         before: Option<ObjectMeta>,
         why: &'static str,
     ) {
-        let starts = match (before, self.releases.get(key)) {
+        let starts = match (before, self.cluster.releases.get(key)) {
             (Some(b), Some(a)) => triggers::starts_attempt(&b, a.meta()),
             _ => false,
         };
@@ -341,7 +343,7 @@ impl World {
     }
 
     fn set_external_ready(&mut self, key: &ReleaseKey, ready: bool) {
-        let Some(o) = self.releases.get(key) else {
+        let Some(o) = self.cluster.releases.get(key) else {
             return;
         };
         let generation = o.meta().generation.unwrap_or(0);
@@ -365,7 +367,7 @@ impl World {
             observed_generation: generation,
         });
         let retrigger = triggers::retriggers_dependents(was_ready, Some(&status));
-        self.releases.set_status(key, status);
+        self.cluster.releases.set_status(key, status);
         if retrigger {
             self.trigger_dependents(key);
         }

@@ -37,15 +37,19 @@
 //! (`tools/check-core-deps` checks both). Every decision stays in the core; what the world
 //! decides is only what the cluster would do.
 //!
-//! Its layout follows the interpreter's: `effects/` holds one executor per effect kind
-//! (the files named as in `interpreter/src/effects/`), dispatched from `effects/mod.rs`
-//! one arm per kind; the cluster they act on is the [`Store`] (`store/`: objects, their
-//! fields and managers, server-side apply's rules), the [`Releases`], the [`Rbac`] and the
-//! [`Catalog`]; the schedule apart from it is the scheduled [`WorldEvent`]s (`events`),
-//! the [`FaultSchedule`] (`faults`) and the seeded [`SplitMix64`] (`prng`), moved through
-//! time by `clock`. (The state is still one [`World`] value that every executor receives:
-//! a `Cluster` type of its own, as the interpreter's executors receive their context, is
-//! a step not taken yet.)
+//! Its layout follows the interpreter's. The state is split in three: the `cluster`
+//! (`Cluster`: the [`Store`] of objects with their fields and managers and server-side
+//! apply's rules, the [`Releases`], the [`Rbac`], the [`Catalog`], remote clusters,
+//! rollouts, the Platform) is what the executors act on; the `schedule` (`Schedule`: the
+//! scheduled [`WorldEvent`]s, the [`FaultSchedule`] and the seeded [`SplitMix64`]) drives it
+//! through time, apart from it; [`World`] composes them with the operator's own
+//! bookkeeping (the work queue, the virtual clock, logs, memos). `effects/` holds one
+//! executor per effect kind (the files named as in `interpreter/src/effects/`), each a
+//! method of the cluster that receives an executor context (`effects::Cx`: the virtual
+//! time, the attempt's record, and the notes — store writes, watch events — the world acts
+//! on once the effect is answered), as the interpreter's executors receive theirs;
+//! `World::execute` takes the schedule's fault, runs the executor, then turns its notes
+//! into triggers.
 //!
 //! ## Where each SPEC section lives
 //!
@@ -53,12 +57,12 @@
 //! |---|---|
 //! | §3 One attempt, the drain rule; §5 requeue and jitter | `driver` ([`World::run_attempt`]); the virtual clock: `clock` ([`World::step`], [`World::drive_bounded`]) |
 //! | §5, §14, §15 what re-triggers an attempt (watches) | `events` ([`WorldEvent`]), with the core's `opm_core::triggers` |
-//! | §9 Prune, §12 deletion, §19 apply, §20 drift, §25 ownership, §32 teardown waits: the effects | `effects` (one file per effect kind, as in `interpreter/src/effects/`) |
+//! | §9 Prune, §12 deletion, §19 apply, §20 drift, §25 ownership, §32 teardown waits: the effects | `effects` (one file per effect kind, as in `interpreter/src/effects/`), on the `cluster` |
 //! | §19/§20/§25 server-side apply, field ownership, conflicts, immutable fields | `store` ([`Store`]; `store/ssa.rs`, `store/fields.rs`) |
 //! | §12 release objects: finalizers, generation, status subresource | `releases` ([`Releases`]) |
 //! | §15 Impersonation and RBAC | `rbac` ([`Rbac`], [`Grant`]) |
 //! | §16 sources, §17 artifacts, §18 render (modules as templates) | `catalog` ([`Catalog`]) |
-//! | §23 Traces and simulation: attempt logs, the timeline | `log` ([`AttemptLog`], [`TimelineEntry`]); the fault schedule: `faults` ([`FaultSchedule`]); the seeded generator: `prng` ([`SplitMix64`]) |
+//! | §23 Traces and simulation: attempt logs, the timeline | `log` ([`AttemptLog`], [`TimelineEntry`]); the schedule: `schedule` (events, `faults` ([`FaultSchedule`]), the seeded generator `prng` ([`SplitMix64`])) |
 //! | §26 Health: rollouts | `health` ([`SimRollout`]) |
 //! | §28 Per-object policies: the core's write plan, `Merge`'s fields of others left out | `policy` |
 //! | §30 the Platform | `platform` ([`PlatformDef`]) |
@@ -70,6 +74,7 @@
 
 mod catalog;
 mod clock;
+mod cluster;
 mod clusters;
 mod driver;
 mod effects;
@@ -85,6 +90,7 @@ mod policy;
 mod prng;
 mod rbac;
 mod releases;
+mod schedule;
 mod setup;
 mod store;
 
@@ -166,15 +172,10 @@ pub enum Retention {
 pub struct World {
     cfg: Config,
     now: Timestamp,
-    rng: SplitMix64,
-    store: Store,
-    releases: Releases,
-    catalog: Catalog,
-    rbac: Rbac,
-    faults: FaultSchedule,
-    /// Scheduled world events by (time, insertion order).
-    schedule: BTreeMap<(Timestamp, u64), WorldEvent>,
-    next_event_seq: u64,
+    /// What the executors act on.
+    cluster: cluster::Cluster,
+    /// Events, faults and the seeded generator, apart from the cluster.
+    schedule: schedule::Schedule,
     /// The work queue: one due time per release, indexed both ways.
     due: BTreeMap<ReleaseKey, Timestamp>,
     queue: BTreeSet<(Timestamp, ReleaseKey)>,
@@ -195,12 +196,6 @@ pub struct World {
     max_steps: usize,
     /// State of the attempt being executed.
     current: effects::Current,
-    /// Remote clusters and the kubeconfig Secrets naming them (SPEC §31).
-    clusters: clusters::Clusters,
-    /// Simulated rollouts by object name (SPEC §26); absent = healthy once applied.
-    rollouts: BTreeMap<String, health::SimRollout>,
-    /// Last apply of each object: its rollout's start (looked up, never walked).
-    applied_at: store::FixedHashMap<(String, String, String, String), Timestamp>,
     /// Bumped by every scheduled event and setup change, and by anything else an attempt
     /// reads that no resource version covers (see [`memo`]).
     epoch: u64,
@@ -214,8 +209,6 @@ pub struct World {
     memos: store::FixedHashMap<ReleaseKey, memo::AttemptMemo>,
     /// Attempts answered from [`World::memos`].
     memo_hits: u64,
-    /// The Platform `cluster` (SPEC §30) as the operator's controller left it, if any.
-    platform: Option<opm_core::api::platform::Platform>,
     /// The digest of the Ready Platform when it was last checked (none: not Ready), so only
     /// a change of it re-triggers the OPM releases.
     platform_ready_digest: Option<String>,
@@ -229,14 +222,8 @@ impl World {
         Self {
             cfg,
             now: start,
-            rng: SplitMix64::new(seed),
-            store: Store::new(seed),
-            releases: Releases::default(),
-            catalog: Catalog::default(),
-            rbac: Rbac::default(),
-            faults: FaultSchedule::default(),
-            schedule: BTreeMap::new(),
-            next_event_seq: 0,
+            cluster: cluster::Cluster::new(seed),
+            schedule: schedule::Schedule::new(seed),
             due: BTreeMap::new(),
             queue: BTreeSet::new(),
             changed_at: BTreeMap::new(),
@@ -250,15 +237,11 @@ impl World {
             jitter: false,
             max_steps: 256,
             current: effects::Current::default(),
-            clusters: Default::default(),
-            rollouts: BTreeMap::new(),
-            applied_at: Default::default(),
             epoch: 0,
             store_writes: 0,
             memo: true,
             memos: Default::default(),
             memo_hits: 0,
-            platform: None,
             platform_ready_digest: None,
             opm_releases: BTreeSet::new(),
         }
@@ -306,7 +289,7 @@ impl World {
 
     /// A watch event that re-queues the release at `at` (unless already due sooner).
     fn trigger_at(&mut self, key: &ReleaseKey, at: Timestamp, why: &'static str) {
-        if self.releases.record(key).is_none_or(|r| r.external) {
+        if self.cluster.releases.record(key).is_none_or(|r| r.external) {
             return;
         }
         let now = self.now;
@@ -326,6 +309,7 @@ impl World {
 
     fn trigger_source_users(&mut self, source: &SourceId, why: &'static str) {
         let users: Vec<ReleaseKey> = self
+            .cluster
             .releases
             .iter()
             .filter_map(|(k, r)| match &r.object {
@@ -353,6 +337,7 @@ impl World {
     /// walking every release here made each transition cost O(fleet).
     fn trigger_dependents(&mut self, dep: &ReleaseKey) {
         let dependents: Vec<ReleaseKey> = self
+            .cluster
             .releases
             .with_depends_on()
             .filter(|(k, r)| opm_core::deps::depends_on(k, &r.object.common().depends_on, dep))

@@ -84,7 +84,10 @@ impl Recording {
             }
             Effect::AssessHealth { targets, .. } => {
                 // A read before its rollout's end changes with time alone.
-                if targets.iter().any(|t| !world.rollout_due(&t.id)) {
+                if targets
+                    .iter()
+                    .any(|t| !world.cluster.rollout_due(&t.id, world.now))
+                {
                     self.spoiled = true;
                     return;
                 }
@@ -114,7 +117,7 @@ impl Recording {
             .objects
             .into_iter()
             .map(|id| {
-                let rv = world.store.get(&id).map(|o| o.resource_version);
+                let rv = world.cluster.store.get(&id).map(|o| o.resource_version);
                 (id, rv)
             })
             .collect();
@@ -148,7 +151,7 @@ impl AttemptMemo {
             && self
                 .kinds
                 .iter()
-                .all(|k| !world.faults.could_hit(*k, key, world.now))
+                .all(|k| !world.schedule.faults.could_hit(*k, key, world.now))
     }
 
     /// Whether every object it checked still has the resource version it had (or is still
@@ -156,7 +159,7 @@ impl AttemptMemo {
     fn objects_unchanged(&self, world: &World) -> bool {
         self.objects
             .iter()
-            .all(|(id, rv)| world.store.get(id).map(|o| o.resource_version) == *rv)
+            .all(|(id, rv)| world.cluster.store.get(id).map(|o| o.resource_version) == *rv)
     }
 
     /// Notes that its objects were found unchanged at `store_writes`, so the next check

@@ -22,27 +22,27 @@ impl World {
     }
     /// The managed objects, as the API server would hold them.
     pub fn store(&self) -> &Store {
-        &self.store
+        &self.cluster.store
     }
     /// Every release object, reconciled and external.
     pub fn releases(&self) -> &Releases {
-        &self.releases
+        &self.cluster.releases
     }
     /// The release object under `key`, as the API server would return it.
     pub fn release(&self, key: &ReleaseKey) -> Option<&ReleaseObject> {
-        self.releases.get(key)
+        self.cluster.releases.get(key)
     }
     /// The Flux sources, artifacts and modules the world serves.
     pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+        &self.cluster.catalog
     }
     /// The ServiceAccounts and what impersonating each allows.
     pub fn rbac(&self) -> &Rbac {
-        &self.rbac
+        &self.cluster.rbac
     }
     /// The faults scheduled so far, in the order they match.
     pub fn faults(&self) -> &FaultSchedule {
-        &self.faults
+        &self.schedule.faults
     }
     /// One entry per attempt not yet drained, oldest first.
     pub fn timeline(&self) -> &[TimelineEntry] {
@@ -94,11 +94,11 @@ impl World {
     }
     /// Scheduled events not yet applied.
     pub fn pending_events(&self) -> usize {
-        self.schedule.len()
+        self.schedule.events.len()
     }
 
     /// The live object with this identity, if any.
     pub fn object(&self, id: &ResourceId) -> Option<&StoredObject> {
-        self.store.get(id)
+        self.cluster.store.get(id)
     }
 }

@@ -98,17 +98,12 @@ fn applied(previous: Option<&Platform>, def: &PlatformDef, now: Timestamp) -> Pl
 impl World {
     /// The Platform `cluster`, with the status the operator's controller wrote, if any.
     pub fn platform(&self) -> Option<&Platform> {
-        self.platform.as_ref()
+        self.cluster.platform.as_ref()
     }
 
     /// The digest OPM renders use now, or why they wait (the `PlatformNotReady` message).
     pub fn platform_ready(&self) -> Result<String, String> {
-        rules::ready(self.platform.as_ref())?;
-        Ok(self
-            .platform
-            .as_ref()
-            .map(|p| rules::digest(&p.spec))
-            .unwrap_or_default())
+        self.cluster.platform_ready()
     }
 
     /// Creates the Platform, or replaces the existing one's spec (`kubectl apply`), and
@@ -116,7 +111,7 @@ impl World {
     /// re-triggers at once.
     pub fn apply_platform(&mut self, def: &PlatformDef) -> &mut Self {
         self.epoch += 1;
-        self.platform = Some(applied(self.platform.as_ref(), def, self.now));
+        self.cluster.platform = Some(applied(self.cluster.platform.as_ref(), def, self.now));
         self.platform_settled();
         self
     }
@@ -124,7 +119,7 @@ impl World {
     /// Replaces the spec of the existing Platform; without one, changes nothing (as
     /// `kubectl edit` of a missing object would).
     pub fn change_platform(&mut self, def: &PlatformDef) -> &mut Self {
-        if self.platform.is_some() {
+        if self.cluster.platform.is_some() {
             self.apply_platform(def);
         }
         self
@@ -134,7 +129,7 @@ impl World {
     /// attempt on (nothing is re-triggered; their objects stay).
     pub fn delete_platform(&mut self) -> &mut Self {
         self.epoch += 1;
-        self.platform = None;
+        self.cluster.platform = None;
         self.platform_settled();
         self
     }
@@ -170,6 +165,7 @@ impl World {
             return;
         }
         let keys: Vec<ReleaseKey> = self
+            .cluster
             .releases
             .iter()
             .filter(|(k, r)| {
@@ -180,5 +176,17 @@ impl World {
         for k in keys {
             self.trigger(&k, "platformReady");
         }
+    }
+}
+
+impl crate::cluster::Cluster {
+    /// The digest of the Platform when it is Ready (SPEC §30), else why it is not.
+    pub(crate) fn platform_ready(&self) -> Result<String, String> {
+        rules::ready(self.platform.as_ref())?;
+        Ok(self
+            .platform
+            .as_ref()
+            .map(|p| rules::digest(&p.spec))
+            .unwrap_or_default())
     }
 }

@@ -16,10 +16,10 @@ use opm_core::input::{ApiError, ApplyAction};
 use opm_core::object::DesiredObject;
 use opm_core::policy::{self, SsaPolicy};
 
-use super::World;
 use super::store::{FieldPath, fields_of};
+use crate::cluster::Cluster;
 
-impl World {
+impl Cluster {
     /// One object of an Apply, as SPEC §28 plans it, as `manager`; `force` is the effect's.
     pub(super) fn apply_object(
         &mut self,

@@ -15,14 +15,14 @@ impl World {
     /// Creates a namespace.
     pub fn namespace(&mut self, ns: &str) -> &mut Self {
         self.epoch += 1;
-        self.store.ensure_namespace(ns);
+        self.cluster.store.ensure_namespace(ns);
         self
     }
 
     /// Publishes a module version to the registry.
     pub fn add_module(&mut self, path: &str, version: &str, def: ModuleDef) -> &mut Self {
         self.epoch += 1;
-        self.catalog.add_module(path, version, def);
+        self.cluster.catalog.add_module(path, version, def);
         self
     }
 
@@ -30,8 +30,13 @@ impl World {
     /// re-triggering every release that uses the source when the artifact changed.
     pub fn publish(&mut self, source: &SourceId, artifact: ArtifactDef) -> SourceArtifact {
         self.epoch += 1;
-        let adv = self.catalog.add_artifact(artifact);
-        let entry = self.catalog.sources.entry(source.clone()).or_default();
+        let adv = self.cluster.catalog.add_artifact(artifact);
+        let entry = self
+            .cluster
+            .catalog
+            .sources
+            .entry(source.clone())
+            .or_default();
         let changed = entry.artifact.as_ref() != Some(&adv);
         entry.ready = true;
         entry.message.clear();
@@ -46,11 +51,12 @@ impl World {
     /// one re-trigger [`triggers::SERVICE_ACCOUNT_SETTLE`] later, as the operator does.
     pub fn add_service_account(&mut self, ns: &str, name: &str, grants: Vec<Grant>) -> &mut Self {
         self.epoch += 1;
-        self.rbac.create_account(ns, name);
+        self.cluster.rbac.create_account(ns, name);
         for g in grants {
-            self.rbac.grant(ns, name, g);
+            self.cluster.rbac.grant(ns, name, g);
         }
         let keys: Vec<ReleaseKey> = self
+            .cluster
             .releases
             .iter()
             .filter(|(k, r)| {
@@ -69,9 +75,9 @@ impl World {
     pub fn create_release(&mut self, object: ReleaseObject) -> Result<ReleaseKey, WorldError> {
         self.epoch += 1;
         let ns = object.meta().namespace.clone().unwrap_or_default();
-        self.store.ensure_namespace(&ns);
-        let uid = self.rng.uuid();
-        let key = self.releases.create(object, false, uid, self.now)?;
+        self.cluster.store.ensure_namespace(&ns);
+        let uid = self.schedule.rng.uuid();
+        let key = self.cluster.releases.create(object, false, uid, self.now)?;
         self.trigger(&key, "created");
         Ok(key)
     }
@@ -82,20 +88,22 @@ impl World {
         object: ReleaseObject,
     ) -> Result<ReleaseKey, WorldError> {
         self.epoch += 1;
-        let uid = self.rng.uuid();
-        Ok(self.releases.create(object, true, uid, self.now)?)
+        let uid = self.schedule.rng.uuid();
+        Ok(self.cluster.releases.create(object, true, uid, self.now)?)
     }
 
     /// Schedules a fault; refused when its error cannot hit that effect kind.
     pub fn add_fault(&mut self, fault: Fault) -> Result<(), WorldError> {
         self.epoch += 1;
-        Ok(self.faults.add(fault)?)
+        Ok(self.schedule.faults.add(fault)?)
     }
 
     /// Schedules `event` at `at` (applied before attempts due at the same time).
     pub fn schedule(&mut self, at: Timestamp, event: WorldEvent) {
-        self.schedule.insert((at, self.next_event_seq), event);
-        self.next_event_seq += 1;
+        self.schedule
+            .events
+            .insert((at, self.schedule.next_seq), event);
+        self.schedule.next_seq += 1;
     }
 
     /// Schedules `event` at now + `after`.

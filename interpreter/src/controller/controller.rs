@@ -129,19 +129,7 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
         });
     let (mr_tx, mr_rx) = mpsc::unbounded();
     let (rel_tx, rel_rx) = mpsc::unbounded();
-    let limits = Limits::with_default_per_namespace(
-        usize::from(settings.concurrency),
-        settings.max_concurrent_per_namespace.map(usize::from),
-    );
-    let mr_gate = Admission::new(limits, health.clone());
-    let rel_gate = Admission::new(limits, health.clone());
-    health.add_gate(mr_gate.clone());
-    health.add_gate(rel_gate.clone());
-    tracing::info!(
-        concurrency = limits.total,
-        per_namespace = limits.per_namespace,
-        "attempt slots per kind"
-    );
+    let (mr_gate, rel_gate) = gates(&settings, &health);
     rt.local
         .renderer
         .render_ahead_from(Arc::new(super::ahead::StoreAhead::new(mr_reader.clone())));
@@ -197,6 +185,27 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
         w.abort();
     }
     tracing::info!("controllers stopped");
+}
+
+/// One fair attempt gate per kind (SPEC §24), each known to the health endpoint.
+fn gates(
+    settings: &Settings,
+    health: &Arc<crate::ops::health::Health>,
+) -> (Arc<Admission>, Arc<Admission>) {
+    let limits = Limits::with_default_per_namespace(
+        usize::from(settings.concurrency),
+        settings.max_concurrent_per_namespace.map(usize::from),
+    );
+    let mr_gate = Admission::new(limits, health.clone());
+    let rel_gate = Admission::new(limits, health.clone());
+    health.add_gate(mr_gate.clone());
+    health.add_gate(rel_gate.clone());
+    tracing::info!(
+        concurrency = limits.total,
+        per_namespace = limits.per_namespace,
+        "attempt slots per kind"
+    );
+    (mr_gate, rel_gate)
 }
 
 /// Marks watch `name` ended when its loop returns before shutdown was asked for.
@@ -371,37 +380,4 @@ fn trigger_dependents(ctx: &Ctx, dep: &ReleaseKey) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-    use opm_core::constants::REQUESTED_AT_ANNOTATION;
-
-    #[test]
-    fn the_stored_copy_keeps_what_is_read_and_drops_the_rest() {
-        let mut r = Release::new("r", Default::default());
-        r.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
-        r.metadata.annotations = Some(
-            [
-                (LAST_APPLIED, "{\"apiVersion\":\"…\"}"),
-                (REQUESTED_AT_ANNOTATION, "now"),
-            ]
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .into(),
-        );
-        r.metadata.labels = Some([("team".to_string(), "a".to_string())].into());
-        let before = trigger_hash(&r);
-        trim_for_store(&mut r);
-        assert_eq!(r.metadata.managed_fields, None);
-        let annotations = r.metadata.annotations.as_ref().expect("annotations");
-        assert_eq!(
-            annotations.keys().collect::<Vec<_>>(),
-            vec![REQUESTED_AT_ANNOTATION]
-        );
-        assert_eq!(r.metadata.labels.as_ref().map(|l| l.len()), Some(1));
-        assert_eq!(
-            trigger_hash(&r),
-            before,
-            "what starts an attempt is unchanged"
-        );
-    }
-}
+mod tests;

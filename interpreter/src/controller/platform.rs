@@ -51,7 +51,7 @@ pub(super) async fn run(ctx: Arc<Ctx>) {
     let mut listing: Option<Option<Platform>> = None;
     let mut current: Option<Platform> = None;
     let mut ready_digest: Option<String> = None;
-    let mut retry: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    let mut retry: Option<Retry> = None;
     loop {
         let mut force = false;
         tokio::select! {
@@ -84,33 +84,13 @@ pub(super) async fn run(ctx: Arc<Ctx>) {
         if let Some(p) = &current
             && (force || needs_evaluation(p))
         {
-            let evaluation = opm.evaluate_platform(&ctx.rt.local.renderer, p).await;
-            if matches!(
-                evaluation,
-                Evaluation::Failed {
-                    transient: true,
-                    ..
-                }
-            ) {
-                retry = Some(Box::pin(tokio::time::sleep(RETRY_TRANSIENT)));
+            let (written, retry_at) = evaluate(&ctx, &api, p).await;
+            if retry_at.is_some() {
+                retry = retry_at;
             }
-            let mut next = p.clone();
-            next.status = Some(rules::status(p, &evaluation, jiff::Timestamp::now()));
-            tracing::info!(
-                generation = p.metadata.generation.unwrap_or_default(),
-                ?evaluation,
-                "Platform evaluated"
-            );
-            match api
-                .replace_status(PLATFORM_NAME, &PostParams::default(), &next)
-                .await
-            {
+            if written {
                 // The watch delivers the written status; readiness is judged then.
-                Ok(_) => continue,
-                Err(e) => {
-                    tracing::warn!(error = %e, "writing the Platform's status failed; retrying");
-                    retry = Some(Box::pin(tokio::time::sleep(RETRY_TRANSIENT)));
-                }
+                continue;
             }
         }
         let now_ready = opm.ready().ok().map(|(_, digest)| digest);
@@ -123,6 +103,43 @@ pub(super) async fn run(ctx: Arc<Ctx>) {
         }
     }
     ctx.rt.health.watch_ended("Platform");
+}
+
+/// A timer for the retry of a transient failure.
+type Retry = std::pin::Pin<Box<tokio::time::Sleep>>;
+
+/// Evaluates `p` and writes its status: whether the write succeeded, and the retry timer
+/// a transient evaluation failure or a failed write sets.
+async fn evaluate(ctx: &Ctx, api: &Api<Platform>, p: &Platform) -> (bool, Option<Retry>) {
+    let opm = &ctx.rt.local.opm;
+    let mut retry = None;
+    let evaluation = opm.evaluate_platform(&ctx.rt.local.renderer, p).await;
+    if matches!(
+        evaluation,
+        Evaluation::Failed {
+            transient: true,
+            ..
+        }
+    ) {
+        retry = Some(Box::pin(tokio::time::sleep(RETRY_TRANSIENT)));
+    }
+    let mut next = p.clone();
+    next.status = Some(rules::status(p, &evaluation, jiff::Timestamp::now()));
+    tracing::info!(
+        generation = p.metadata.generation.unwrap_or_default(),
+        ?evaluation,
+        "Platform evaluated"
+    );
+    match api
+        .replace_status(PLATFORM_NAME, &PostParams::default(), &next)
+        .await
+    {
+        Ok(_) => (true, retry),
+        Err(e) => {
+            tracing::warn!(error = %e, "writing the Platform's status failed; retrying");
+            (false, Some(Box::pin(tokio::time::sleep(RETRY_TRANSIENT))))
+        }
+    }
 }
 
 /// The Platform's status does not describe its current spec.

@@ -6,7 +6,6 @@
 use opm_core::effect::RenderRequest;
 use opm_core::input::RenderOutput;
 use opm_core::{InputKind, RenderError};
-use serde_json::Value;
 use std::sync::Arc;
 
 use super::{Cx, within};
@@ -50,7 +49,10 @@ async fn render(cx: &mut Cx<'_>, request: &RenderRequest) -> InputKind {
             }
             secrets.redact_render(&mut value);
             secrets.redact_render_strings(&mut value);
-            let cluster_scoped = rt.resolver.cluster_scoped(&flatten(&value)).await;
+            let cluster_scoped = rt
+                .resolver
+                .cluster_scoped(&opm_core::desired::exported_objects(&value))
+                .await;
             Ok(RenderOutput {
                 value,
                 cluster_scoped,
@@ -78,22 +80,6 @@ impl RenderGate for Gate<'_> {
     fn turn(&self, namespace: &str) -> impl Future<Output = Slot> + Send {
         self.0.acquire(namespace)
     }
-}
-
-/// The objects under `components.<c>.<key>` of an exported render (borrowed: a render at
-/// the caps is not copied for the scope lookup).
-/// Public for `kubectl opm diff`, which asks discovery the same question.
-pub fn flatten(exported: &Value) -> Vec<&Value> {
-    exported
-        .get("components")
-        .and_then(Value::as_object)
-        .map(|cs| {
-            cs.values()
-                .filter_map(Value::as_object)
-                .flat_map(|objs| objs.values())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The answer when it overran its bound.

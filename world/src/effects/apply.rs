@@ -4,12 +4,14 @@
 use opm_core::effect::{ApplyStage, Impersonation};
 use opm_core::input::{ApiError, AppliedObject, ApplyAction, ApplyReport, InputKind};
 
-use super::World;
+use super::Cx;
+use crate::cluster::Cluster;
 use crate::rbac::Verb;
 
-impl World {
+impl Cluster {
     pub(super) fn apply(
         &mut self,
+        cx: &mut Cx<'_>,
         stages: &[ApplyStage],
         field_manager: &str,
         force: bool,
@@ -28,11 +30,11 @@ impl World {
                         .and_then(|()| self.apply_object(o, field_manager, force)),
                 };
                 if result.is_ok() {
-                    self.register_crd(&o.manifest);
+                    self.register_crd(cx, &o.manifest);
                 }
                 if matches!(result, Ok(ApplyAction::Created | ApplyAction::Updated)) {
-                    self.store_writes += 1;
-                    self.note_applied(&o.id);
+                    cx.notes.store_writes += 1;
+                    self.note_applied(&o.id, cx.now);
                 }
                 failed |= result.is_err();
                 report.objects.push(AppliedObject {

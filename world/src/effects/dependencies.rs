@@ -3,13 +3,14 @@
 
 use std::collections::BTreeSet;
 
+use jiff::Timestamp;
 use opm_core::effect::Impersonation;
 use opm_core::input::{ApiError, DependencyReport, InputKind};
 use opm_core::object::{ReleaseKey, ResourceId};
 
-use super::World;
+use crate::cluster::Cluster;
 
-impl World {
+impl Cluster {
     pub(super) fn list_dependents(&self, api_err: Option<ApiError>) -> InputKind {
         InputKind::DependentsListed {
             result: match api_err {
@@ -20,19 +21,20 @@ impl World {
     }
 
     pub(super) fn check_dependencies(
-        &mut self,
+        &self,
         namespace: &str,
         refs: &[ReleaseKey],
         objects: &[ResourceId],
         identity: Option<&Impersonation>,
         api_err: Option<ApiError>,
+        now: Timestamp,
     ) -> InputKind {
         InputKind::DependenciesChecked {
             result: match api_err {
                 Some(e) => Err(e),
                 None => {
                     let mut report = self.dependency_report(namespace, refs);
-                    report.objects = self.read_objects(objects, identity);
+                    report.objects = self.read_objects(objects, identity, now);
                     Ok(report)
                 }
             },

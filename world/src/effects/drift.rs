@@ -5,10 +5,10 @@ use opm_core::effect::Impersonation;
 use opm_core::input::{ApiError, DriftReport, InputKind, ObjectResult};
 use opm_core::object::DesiredObject;
 
-use super::World;
+use crate::cluster::Cluster;
 use crate::rbac::Verb;
 
-impl World {
+impl Cluster {
     pub(super) fn check_drift(
         &self,
         objects: &[DesiredObject],

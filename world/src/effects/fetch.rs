@@ -2,10 +2,10 @@
 
 use opm_core::input::{FetchError, FetchedArtifact, InputKind};
 
-use super::World;
+use crate::cluster::Cluster;
 use crate::faults::FaultError;
 
-impl World {
+impl Cluster {
     pub(super) fn fetch_artifact(
         &self,
         url: &str,

@@ -5,9 +5,10 @@ use opm_core::input::{ApiError, InputKind};
 use opm_core::object::ReleaseKey;
 use opm_core::triggers;
 
-use super::World;
+use super::Cx;
+use crate::cluster::Cluster;
 
-impl World {
+impl Cluster {
     pub(super) fn add_finalizer(
         &mut self,
         key: &ReleaseKey,
@@ -24,6 +25,7 @@ impl World {
 
     pub(super) fn remove_finalizer(
         &mut self,
+        cx: &mut Cx<'_>,
         key: &ReleaseKey,
         finalizer: &str,
         api_err: Option<ApiError>,
@@ -31,7 +33,7 @@ impl World {
         InputKind::FinalizerRemoved {
             result: match api_err {
                 Some(e) => Err(e),
-                None => self.remove_release_finalizer(key, finalizer),
+                None => self.remove_release_finalizer(cx, key, finalizer),
             },
         }
     }
@@ -41,6 +43,7 @@ impl World {
     /// operator's watch does on the release's `Delete` event.
     fn remove_release_finalizer(
         &mut self,
+        cx: &mut Cx<'_>,
         key: &ReleaseKey,
         finalizer: &str,
     ) -> Result<(), ApiError> {
@@ -54,7 +57,7 @@ impl World {
             for dep in refs {
                 if triggers::waits_for_dependents(self.releases.get(&dep).and_then(|o| o.status()))
                 {
-                    self.trigger(&dep, "dependentGone");
+                    cx.notes.triggers.push((dep, "dependentGone"));
                 }
             }
         }

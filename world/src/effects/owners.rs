@@ -4,10 +4,10 @@ use opm_core::effect::Impersonation;
 use opm_core::input::{ApiError, InputKind, LiveMeta, LiveObject};
 use opm_core::object::ResourceId;
 
-use super::World;
+use crate::cluster::Cluster;
 use crate::rbac::Verb;
 
-impl World {
+impl Cluster {
     pub(super) fn inspect_owners(
         &self,
         targets: &[ResourceId],

@@ -4,12 +4,14 @@
 use opm_core::effect::{Deletion, Impersonation};
 use opm_core::input::{ApiError, InputKind, ObjectResult};
 
-use super::World;
+use super::Cx;
+use crate::cluster::Cluster;
 use crate::rbac::Verb;
 
-impl World {
+impl Cluster {
     pub(super) fn prune(
         &mut self,
+        cx: &mut Cx<'_>,
         deletions: &[Deletion],
         identity: Option<&Impersonation>,
         api_err: Option<ApiError>,
@@ -34,13 +36,13 @@ impl World {
                     .and_then(|()| self.store.delete(&d.id, Some(&d.uid))),
             };
             if result.is_ok() {
-                self.store_writes += 1;
+                cx.notes.store_writes += 1;
             }
             if result.is_ok() && d.resume {
-                self.note_applied(&d.id);
+                self.note_applied(&d.id, cx.now);
             }
             if result.is_ok() && !d.orphan && !d.resume {
-                self.current.deleted.push(d.id.clone());
+                cx.current.deleted.push(d.id.clone());
             }
             results.push(ObjectResult {
                 id: d.id.clone(),

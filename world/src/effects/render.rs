@@ -9,12 +9,14 @@ use opm_core::effect::RenderRequest;
 use opm_core::input::{GroupKind, InputKind, RenderError, RenderOutput};
 use opm_core::object::ReleaseKey;
 
-use super::World;
+use super::Cx;
+use crate::cluster::Cluster;
 use crate::faults::FaultError;
 
-impl World {
+impl Cluster {
     pub(super) fn render_effect(
-        &mut self,
+        &self,
+        cx: &mut Cx<'_>,
         key: &ReleaseKey,
         request: &RenderRequest,
         fault: Option<&FaultError>,
@@ -22,20 +24,21 @@ impl World {
         InputKind::Rendered {
             result: match fault.and_then(FaultError::as_render) {
                 Some(e) => Err(e),
-                None => self.render(key, request),
+                None => self.render(cx, key, request),
             },
         }
     }
 
     fn render(
-        &mut self,
+        &self,
+        cx: &mut Cx<'_>,
         key: &ReleaseKey,
         request: &RenderRequest,
     ) -> Result<RenderOutput, RenderError> {
         // SPEC §30: an OPM module or instance renders through the Ready Platform (its digest
         // goes with the output into the config digest) or waits for one.
         let platform = if self.catalog.renders_through_platform(request) {
-            self.note_opm_release(key);
+            cx.notes.opm_releases.push(key.clone());
             self.platform_ready()
                 .map_err(|message| RenderError::PlatformNotReady { message })?
         } else {
@@ -64,23 +67,16 @@ impl World {
         };
         // Report the cluster-scoped kinds the value uses, as discovery would for them.
         let mut cluster_scoped = BTreeSet::new();
-        if let Some(comps) = value.get("components").and_then(Value::as_object) {
-            for obj in comps
-                .values()
-                .filter_map(Value::as_object)
-                .flat_map(|c| c.values())
-            {
-                let (Some(av), Some(kind)) = (obj["apiVersion"].as_str(), obj["kind"].as_str())
-                else {
-                    continue;
-                };
-                let (group, _) = opm_core::object::split_api_version(av);
-                if self.store.is_cluster_scoped(&group, kind) {
-                    cluster_scoped.insert(GroupKind {
-                        group,
-                        kind: kind.to_string(),
-                    });
-                }
+        for obj in opm_core::desired::exported_objects(&value) {
+            let (Some(av), Some(kind)) = (obj["apiVersion"].as_str(), obj["kind"].as_str()) else {
+                continue;
+            };
+            let (group, _) = opm_core::object::split_api_version(av);
+            if self.store.is_cluster_scoped(&group, kind) {
+                cluster_scoped.insert(GroupKind {
+                    group,
+                    kind: kind.to_string(),
+                });
             }
         }
         Ok(RenderOutput {

@@ -3,9 +3,9 @@
 
 use opm_core::input::{ApiError, InputKind};
 
-use super::World;
+use crate::cluster::Cluster;
 
-impl World {
+impl Cluster {
     pub(super) fn check_service_account(
         &self,
         namespace: &str,

@@ -3,11 +3,11 @@
 use opm_core::effect::SourceLocator;
 use opm_core::input::{InputKind, SourceError};
 
-use super::World;
 use crate::SourceId;
+use crate::cluster::Cluster;
 use crate::faults::FaultError;
 
-impl World {
+impl Cluster {
     pub(super) fn resolve_source(
         &self,
         source: &SourceLocator,

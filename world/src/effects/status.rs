@@ -8,11 +8,13 @@ use opm_core::input::{ApiError, InputKind};
 use opm_core::object::ReleaseKey;
 use opm_core::triggers;
 
-use super::World;
+use super::Cx;
+use crate::cluster::Cluster;
 
-impl World {
+impl Cluster {
     pub(super) fn patch_status_effect(
         &mut self,
+        cx: &mut Cx<'_>,
         key: &ReleaseKey,
         patch: &Value,
         status: &ReleaseStatus,
@@ -20,13 +22,14 @@ impl World {
     ) -> InputKind {
         let result = match api_err {
             Some(e) => Err(e),
-            None => self.patch_status(key, patch, status),
+            None => self.patch_status(cx, key, patch, status),
         };
         InputKind::StatusPatched { result }
     }
 
     fn patch_status(
         &mut self,
+        cx: &mut Cx<'_>,
         key: &ReleaseKey,
         patch: &Value,
         claimed: &ReleaseStatus,
@@ -36,10 +39,10 @@ impl World {
         let mismatch = stored != claimed;
         let retrigger = triggers::retriggers_dependents(was_ready, Some(stored));
         if mismatch {
-            self.current.status_mismatches += 1;
+            cx.current.status_mismatches += 1;
         }
         if retrigger {
-            self.trigger_dependents(key);
+            cx.notes.dependents_of.push(key.clone());
         }
         Ok(())
     }

@@ -3,9 +3,9 @@
 use opm_core::effect::Deletion;
 use opm_core::input::{ApiError, InputKind};
 
-use super::World;
+use crate::cluster::Cluster;
 
-impl World {
+impl Cluster {
     /// Deletion in the simulated store is immediate: what is left is what a fault kept, or
     /// a successor-free object still under the same UID.
     pub(super) fn await_termination(

@@ -8,10 +8,10 @@ use opm_core::input::{ApiError, InputKind};
 use opm_core::object::ResourceId;
 use opm_core::values_from::{CredentialsContent, ValuesContent};
 
-use super::World;
+use crate::cluster::Cluster;
 use crate::rbac::Verb;
 
-impl World {
+impl Cluster {
     pub(super) fn read_values(
         &self,
         namespace: &str,

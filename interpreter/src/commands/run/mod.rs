@@ -91,19 +91,7 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
             TraceSink::new(dir, &prefix, args.trace_max_bytes, args.trace_max_files)
         })
         .transpose()?;
-    let config = opm_core::Config {
-        default_service_account: args.default_service_account.clone(),
-        allow_cross_namespace_refs: args.allow_cross_namespace_refs,
-        requeue_dependency: args.requeue_dependency,
-        allow_operator_identity: args.allow_operator_identity,
-        max_render_objects: args.max_render_objects,
-        max_render_bytes: args.max_render_bytes,
-        max_hooks: args.max_hooks,
-        health_eval_timeout: args.health_eval_timeout,
-        max_values_bytes: args.max_values_bytes,
-        allow_insecure_kubeconfig: args.allow_insecure_kubeconfig,
-        max_kubeconfig_bytes: args.max_kubeconfig_bytes,
-    };
+    let config = core_config(args);
     let limit = RateLimit {
         qps: args.kube_api_qps,
         burst: args.kube_api_burst,
@@ -127,6 +115,44 @@ pub fn build_runtime(args: &RunArgs, kube_config: kube::Config) -> anyhow::Resul
     let rt = Runtime::new(config, clients, local, traces, webhook);
     rt.health.set_stall_timeout(args.health_stall_timeout);
     Ok(rt)
+}
+
+/// The core's policy flags (SPEC §24 and the rest) from the command line.
+fn core_config(args: &RunArgs) -> opm_core::Config {
+    opm_core::Config {
+        default_service_account: args.default_service_account.clone(),
+        allow_cross_namespace_refs: args.allow_cross_namespace_refs,
+        requeue_dependency: args.requeue_dependency,
+        allow_operator_identity: args.allow_operator_identity,
+        max_render_objects: args.max_render_objects,
+        max_render_bytes: args.max_render_bytes,
+        max_hooks: args.max_hooks,
+        health_eval_timeout: args.health_eval_timeout,
+        max_values_bytes: args.max_values_bytes,
+        allow_insecure_kubeconfig: args.allow_insecure_kubeconfig,
+        max_kubeconfig_bytes: args.max_kubeconfig_bytes,
+    }
+}
+
+/// Serves `/metrics` and the health probes on their addresses (one server when both are
+/// the same; `0` turns one off).
+fn serve_endpoints(args: &RunArgs, rt: &Arc<Runtime>) {
+    let mut addrs: Vec<SocketAddr> = Vec::new();
+    for addr in [&args.metrics_bind_address, &args.health_probe_bind_address] {
+        if let Ok(a) = addr.parse::<SocketAddr>()
+            && !addrs.contains(&a)
+        {
+            addrs.push(a);
+        }
+    }
+    for addr in addrs {
+        let rt = rt.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::ops::endpoints::serve(addr, rt).await {
+                tracing::error!(%addr, error = %e, "endpoint server failed");
+            }
+        });
+    }
 }
 
 /// Ctrl-C or SIGTERM.
@@ -167,22 +193,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         label_selector: args.watch_label_selector.clone(),
         max_concurrent_per_namespace: args.max_concurrent_per_namespace,
     };
-    let mut addrs: Vec<SocketAddr> = Vec::new();
-    for addr in [&args.metrics_bind_address, &args.health_probe_bind_address] {
-        if let Ok(a) = addr.parse::<SocketAddr>()
-            && !addrs.contains(&a)
-        {
-            addrs.push(a);
-        }
-    }
-    for addr in addrs {
-        let rt = rt.clone();
-        tokio::spawn(async move {
-            if let Err(e) = crate::ops::endpoints::serve(addr, rt).await {
-                tracing::error!(%addr, error = %e, "endpoint server failed");
-            }
-        });
-    }
+    serve_endpoints(&args, &rt);
     tracing::info!(
         concurrency = args.concurrency,
         allow_operator_identity = %args.allow_operator_identity,

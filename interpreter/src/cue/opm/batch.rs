@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use opm_core::opm::platform::Normalised;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -31,11 +32,53 @@ pub(super) struct BatchKey {
     credentials: Option<String>,
 }
 
+impl BatchKey {
+    fn new(
+        namespace: &str,
+        module: &ModuleRef,
+        platform_digest: &str,
+        credentials: Option<&(String, Vec<u8>)>,
+    ) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            module: module.path.clone(),
+            version: module.version.clone(),
+            platform: platform_digest.to_owned(),
+            credentials: credentials.map(|(d, _)| d.clone()),
+        }
+    }
+}
+
 pub(super) struct Member {
     values: Value,
     identity: ReleaseIdentity,
     key: RenderKey,
     reply: oneshot::Sender<Reply>,
+}
+
+impl Member {
+    /// A member rendering `values` for `identity`, and where its reply arrives.
+    fn new(
+        values: &Value,
+        identity: &ReleaseIdentity,
+        key: &RenderKey,
+    ) -> (Self, oneshot::Receiver<Reply>) {
+        let (tx, rx) = oneshot::channel();
+        let me = Member {
+            values: values.clone(),
+            identity: identity.clone(),
+            key: key.clone(),
+            reply: tx,
+        };
+        (me, rx)
+    }
+}
+
+/// The releases already in a batch: its leader, then the others.
+fn taken<'a>(leader: &'a ReleaseIdentity, others: &'a [Member]) -> Vec<&'a ReleaseIdentity> {
+    std::iter::once(leader)
+        .chain(others.iter().map(|m| &m.identity))
+        .collect()
 }
 
 enum Reply {
@@ -142,20 +185,8 @@ impl Opm {
         if max <= 1 || !matches!(values, Value::Null | Value::Object(_)) {
             return alone().await;
         }
-        let bkey = BatchKey {
-            namespace: namespace.to_owned(),
-            module: module.path.clone(),
-            version: module.version.clone(),
-            platform: digest.clone(),
-            credentials: credentials.map(|(d, _)| d.clone()),
-        };
-        let (tx, _leader_rx) = oneshot::channel();
-        let me = Member {
-            values: values.clone(),
-            identity: identity.clone(),
-            key: key.clone(),
-            reply: tx,
-        };
+        let bkey = BatchKey::new(namespace, module, &digest, credentials);
+        let (me, _leader_rx) = Member::new(values, identity, &key);
         let (batch, id, bkey) = match self.batches.join(bkey, me, max) {
             Role::Follower(rx) => {
                 return match rx.await {
@@ -173,9 +204,7 @@ impl Opm {
         // (credentials belong to the attempts holding them: nothing rides along).
         let ahead = match credentials {
             None => {
-                let taken: Vec<&ReleaseIdentity> = std::iter::once(identity)
-                    .chain(others.iter().map(|m| &m.identity))
-                    .collect();
+                let taken = taken(identity, &others);
                 let room = max.saturating_sub(taken.len());
                 self.ahead_members(renderer, module, namespace, &digest, &taken, room)
                     .await
@@ -191,14 +220,8 @@ impl Opm {
             .chain(others.iter().map(|m| (&m.values, &m.identity)))
             .chain(ahead.iter().map(|a| (&a.values, &a.identity)))
             .collect();
-        let outcome = match layout::batch_files(module, &platform, &inputs) {
-            Some(files) => export(renderer, &files, credentials).await.ok(),
-            None => None,
-        };
-        let split = outcome
-            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-            .and_then(|mut v| v.get_mut("members").map(Value::take));
-        let Some(Value::Object(mut all)) = split else {
+        let Some(all) = export_members(renderer, module, &platform, &inputs, credentials).await
+        else {
             for m in others {
                 let _ = m.reply.send(Reply::Alone);
             }
@@ -208,31 +231,7 @@ impl Opm {
                 .render_module(renderer, module, facts, values, identity, credentials)
                 .await;
         };
-        renderer.note_batch(others.len() as u64 + 1);
-        let mut answer = |i: usize, key: RenderKey, identity: &ReleaseIdentity| match all
-            .remove(&layout::batch_field(i))
-        {
-            Some(v) => match serde_json::to_vec(&v) {
-                Ok(bytes) => Reply::Done(read(renderer, key, &bytes, identity)),
-                Err(_) => Reply::Alone,
-            },
-            None => Reply::Alone,
-        };
-        let mine = answer(0, key, identity);
-        let n_others = others.len();
-        for (i, m) in others.into_iter().enumerate() {
-            let reply = answer(i + 1, m.key, &m.identity);
-            let _ = m.reply.send(reply);
-        }
-        let mut kept = 0;
-        for (i, a) in ahead.into_iter().enumerate() {
-            // Only what the core accepts is cached, under the release's own key.
-            if let Reply::Done(Ok(_)) = answer(1 + n_others + i, a.key, &a.identity) {
-                kept += 1;
-            }
-        }
-        renderer.note_ahead(kept);
-        match mine {
+        match share_out(renderer, all, (key, identity), others, ahead) {
             Reply::Done(r) => r.map(|r| (r, digest)),
             Reply::Alone => {
                 self.render_module(renderer, module, facts, values, identity, credentials)
@@ -240,6 +239,63 @@ impl Opm {
             }
         }
     }
+}
+
+/// The batch's export, by member field (`None`: the batch failed in some way).
+async fn export_members(
+    renderer: &Renderer,
+    module: &ModuleRef,
+    platform: &Normalised,
+    inputs: &[(&Value, &ReleaseIdentity)],
+    credentials: Option<&(String, Vec<u8>)>,
+) -> Option<serde_json::Map<String, Value>> {
+    let outcome = match layout::batch_files(module, platform, inputs) {
+        Some(files) => export(renderer, &files, credentials).await.ok(),
+        None => None,
+    };
+    let split = outcome
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .and_then(|mut v| v.get_mut("members").map(Value::take));
+    match split {
+        Some(Value::Object(all)) => Some(all),
+        _ => None,
+    }
+}
+
+/// Hands each member its part of the batch's export `all`, caches the parts of the
+/// releases taken ahead that the core accepts, and returns the leader's part (`mine`).
+fn share_out(
+    renderer: &Renderer,
+    mut all: serde_json::Map<String, Value>,
+    mine: (RenderKey, &ReleaseIdentity),
+    others: Vec<Member>,
+    ahead: Vec<AheadMember>,
+) -> Reply {
+    renderer.note_batch(others.len() as u64 + 1);
+    let mut answer = |i: usize, key: RenderKey, identity: &ReleaseIdentity| match all
+        .remove(&layout::batch_field(i))
+    {
+        Some(v) => match serde_json::to_vec(&v) {
+            Ok(bytes) => Reply::Done(read(renderer, key, &bytes, identity)),
+            Err(_) => Reply::Alone,
+        },
+        None => Reply::Alone,
+    };
+    let mine = answer(0, mine.0, mine.1);
+    let n_others = others.len();
+    for (i, m) in others.into_iter().enumerate() {
+        let reply = answer(i + 1, m.key, &m.identity);
+        let _ = m.reply.send(reply);
+    }
+    let mut kept = 0;
+    for (i, a) in ahead.into_iter().enumerate() {
+        // Only what the core accepts is cached, under the release's own key.
+        if let Reply::Done(Ok(_)) = answer(1 + n_others + i, a.key, &a.identity) {
+            kept += 1;
+        }
+    }
+    renderer.note_ahead(kept);
+    mine
 }
 
 impl Opm {

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::RenderGate;
 use super::split::split_batch;
 use super::{RenderError, RenderKey, Rendered};
 use crate::cue::module_ref::{ModuleRef, ReleaseIdentity, synthesise_batch, synthesise_release};
@@ -29,23 +30,6 @@ use crate::cue::module_ref::{ModuleRef, ReleaseIdentity, synthesise_batch, synth
 pub const SOLO_FOR: Duration = Duration::from_secs(10 * 60);
 /// Releases remembered as rendering alone; past it the soonest to expire go first.
 const SOLO_CAPACITY: usize = 1024;
-
-/// A render turn (SPEC §24 `--max-concurrent-renders`, fair across namespaces): the
-/// operator's is the render gate ([`crate::controller::admission::Admission`]).
-pub trait RenderGate: Sync {
-    /// Held while `cue` runs; dropping it gives the turn back.
-    type Turn: Send;
-    /// Waits for a turn of `namespace`.
-    fn turn(&self, namespace: &str) -> impl Future<Output = Self::Turn> + Send;
-}
-
-/// A gate that never waits (tests, tools that render one release at a time).
-pub struct Ungated;
-
-impl RenderGate for Ungated {
-    type Turn = ();
-    async fn turn(&self, _namespace: &str) {}
-}
 
 /// What must be equal for releases to share a `cue` run (the registry and the `cue`
 /// binary are the renderer's own).

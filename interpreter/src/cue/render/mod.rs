@@ -27,17 +27,18 @@ mod batch_tests;
 mod cache;
 mod child;
 pub mod classify;
+mod gate;
 mod opm_run;
 pub mod split;
 #[cfg(test)]
 mod tests;
 
 pub use ahead::Ahead;
-pub use batch::{RenderGate, Ungated};
 pub use cache::RenderKey;
 use cache::{RENDER_CACHE_BYTES, RenderCache};
 pub use classify::classify_stderr;
 use classify::first_lines;
+pub use gate::{RenderGate, Ungated};
 
 /// Default deadline of one `cue` run (SPEC §18).
 pub const DEFAULT_RENDER_TIMEOUT: Duration = Duration::from_secs(60);
