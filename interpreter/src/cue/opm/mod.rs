@@ -21,8 +21,11 @@ use crate::cue::render::{RenderError, RenderKey, Rendered, Renderer};
 
 mod batch;
 pub mod layout;
+mod prefetch;
 #[cfg(test)]
 mod tests;
+
+pub use prefetch::{Prefetch, PrefetchJob};
 
 /// The operator's glue: matching, transforms and verdicts as data (owned by the CUE side).
 pub const GLUE: &str = include_str!("glue.cue");
@@ -55,6 +58,10 @@ pub struct Opm {
     fixed: RwLock<Option<Arc<Platform>>>,
     /// Open batches of OPM renders ([`batch`]).
     batches: batch::Batches,
+    /// What was rendered ahead and whether to go on ([`prefetch`]).
+    leads: prefetch::Leads,
+    /// Starts read-ahead runs; none: renders are done ahead only inside batches.
+    spawner: std::sync::OnceLock<Arc<dyn prefetch::Prefetch>>,
 }
 
 impl std::fmt::Debug for Opm {
