@@ -133,6 +133,9 @@ pub async fn run(rt: Arc<Runtime>, settings: Settings, shutdown: Shutdown) {
     rt.local
         .renderer
         .render_ahead_from(Arc::new(super::ahead::StoreAhead::new(mr_reader.clone())));
+    rt.local
+        .opm
+        .prefetch_with(Arc::new(super::ahead::Spawner::new(&rt)));
     let ctx = Arc::new(Ctx {
         rt: rt.clone(),
         mr_store: mr_reader.clone(),

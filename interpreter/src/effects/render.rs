@@ -72,7 +72,7 @@ async fn render(cx: &mut Cx<'_>, request: &RenderRequest) -> InputKind {
 
 /// The runtime's render gate as the renderer's [`RenderGate`]: one fair turn of
 /// `--max-concurrent-renders` per `cue` run, at most half of them for one namespace.
-struct Gate<'a>(&'a Arc<Admission>);
+pub(crate) struct Gate<'a>(pub(crate) &'a Arc<Admission>);
 
 impl RenderGate for Gate<'_> {
     type Turn = Slot;

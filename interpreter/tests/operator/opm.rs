@@ -596,6 +596,67 @@ async fn concurrent_opm_releases_of_one_module_version_are_batched() {
     op.stop().await;
 }
 
+/// A fleet of OPM releases created at once is rendered ahead in the background (the
+/// read-ahead): with one worker and batches of two, the batch of the first attempt finds
+/// more releases waiting than it has room for, so further batches run with no attempt
+/// waiting on them, and each release still gets exactly its own objects.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_created_at_once_is_rendered_ahead_in_the_background() {
+    let _only = PLATFORM.lock().await;
+    OpmFixtures::global().await;
+    let (env, ns) = namespace().await;
+    let client = env.client().unwrap();
+    apply_platform(&client, &[(fx::CATALOG, fx::CATALOG_NEW)]).await;
+    // Created before the operator starts: its first list holds them all.
+    let names: Vec<String> = (0..10).map(|i| format!("r{i:02}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        let values = json!({"replicas": i % 3, "message": format!("hello {n}")});
+        create_mr(
+            &client,
+            &opm_mr(&ns.name, n, fx::WEB, fx::WEB_VERSIONS[1], values),
+        )
+        .await;
+    }
+    let op = Operator::start(env, &ns.name, |a| {
+        a.concurrency = 1;
+        a.max_render_batch = 2;
+    })
+    .await;
+    for n in &names {
+        wait_mr(&client, &ns.name, n, "Ready", is_ready).await;
+    }
+    let deploys = Api::<Deployment>::namespaced(client.clone(), &ns.name);
+    for (i, n) in names.iter().enumerate() {
+        let d = deploys
+            .get(&format!("{n}-server"))
+            .await
+            .expect("own Deployment");
+        assert_eq!(d.spec.replicas, Some((i % 3) as i32), "{n}");
+        let d = serde_json::to_value(&d).unwrap();
+        let env = d
+            .pointer("/spec/template/spec/containers/0/env")
+            .and_then(|e| e.as_array());
+        let message = env.and_then(|e| e.iter().find(|v| v["name"] == "MESSAGE"));
+        assert_eq!(
+            message.and_then(|v| v["value"].as_str()),
+            Some(format!("hello {n}").as_str()),
+            "{n} got another release's values"
+        );
+    }
+    let s = op.rt.local.renderer.stats();
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::SeqCst);
+    let (read_ahead, ahead, runs) = (load(&s.read_ahead_runs), load(&s.ahead), load(&s.runs));
+    eprintln!(
+        "10 OPM releases, one worker: {runs} cue runs, {read_ahead} read-ahead runs, {ahead} rendered ahead"
+    );
+    assert!(
+        read_ahead >= 1,
+        "no batch ran in the background: {read_ahead}"
+    );
+    assert!(ahead >= 2, "nothing rendered ahead: {ahead}");
+    op.stop().await;
+}
+
 /// Not a pass/fail test: N OPM ModuleReleases of one module converge, then N plain ones of
 /// the same objects, in one operator (defaults: `--concurrency 4`, two `cue` turns), and
 /// the times are printed side by side (issue 32's benchmark at a small N; `OPM_BENCH_N`,

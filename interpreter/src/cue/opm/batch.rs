@@ -25,11 +25,25 @@ use crate::cue::render::{RenderGate, RenderKey, Rendered, Renderer};
 pub(super) struct BatchKey {
     /// A batch holds one namespace (as plain batches do): it runs in that namespace's
     /// render turn, and no other tenant's release rides in it or can break it.
-    namespace: String,
+    pub(super) namespace: String,
     module: String,
     version: String,
-    platform: String,
+    /// The Platform's digest.
+    pub(super) platform: String,
     credentials: Option<String>,
+}
+
+#[cfg(test)]
+impl BatchKey {
+    pub(super) fn for_tests(namespace: &str) -> Self {
+        Self {
+            namespace: namespace.into(),
+            module: "example.com/m@v1".into(),
+            version: "v1.0.0".into(),
+            platform: "p".into(),
+            credentials: None,
+        }
+    }
 }
 
 impl BatchKey {
@@ -106,10 +120,10 @@ pub(super) struct Batches {
 const NO_AHEAD_CAPACITY: usize = 4096;
 
 /// A release rendered ahead of its attempt ([`crate::cue::render::Ahead`]).
-struct AheadMember {
-    values: Value,
-    identity: ReleaseIdentity,
-    key: RenderKey,
+pub(super) struct AheadMember {
+    pub(super) values: Value,
+    pub(super) identity: ReleaseIdentity,
+    pub(super) key: RenderKey,
 }
 
 enum Role {
@@ -173,7 +187,12 @@ impl Opm {
     ) -> Result<(Arc<Rendered>, String), OpmError> {
         let (platform, digest) = self.ready().map_err(OpmError::PlatformNotReady)?;
         let key = super::opm_key(renderer, module, values, identity, &digest, credentials).await?;
+        let bkey = BatchKey::new(namespace, module, &digest, credentials);
         if let Some(hit) = renderer.cached_render(&key) {
+            // A render done ahead was used: the read-ahead may go on (the prefetch module).
+            if self.leads.used(&bkey, &key) {
+                self.read_ahead(module, &bkey);
+            }
             return Ok((hit?, digest));
         }
         let max = renderer.config().max_batch;
@@ -185,7 +204,6 @@ impl Opm {
         if max <= 1 || !matches!(values, Value::Null | Value::Object(_)) {
             return alone().await;
         }
-        let bkey = BatchKey::new(namespace, module, &digest, credentials);
         let (me, _leader_rx) = Member::new(values, identity, &key);
         let (batch, id, bkey) = match self.batches.join(bkey, me, max) {
             Role::Follower(rx) => {
@@ -202,15 +220,19 @@ impl Opm {
         let others = members.split_off(1.min(members.len()));
         // Room left: releases of this module version that will need this render soon
         // (credentials belong to the attempts holding them: nothing rides along).
-        let ahead = match credentials {
+        let (ahead, room) = match credentials {
             None => {
                 let taken = taken(identity, &others);
                 let room = max.saturating_sub(taken.len());
-                self.ahead_members(renderer, module, namespace, &digest, &taken, room)
-                    .await
+                let ahead = self
+                    .ahead_members(renderer, module, namespace, &digest, &taken, room)
+                    .await;
+                (ahead, room)
             }
-            Some(_) => Vec::new(),
+            Some(_) => (Vec::new(), 0),
         };
+        // Took as many ahead as it had room for: more may wait (the prefetch module).
+        let more = room > 0 && ahead.len() == room;
         if others.is_empty() && ahead.is_empty() {
             return self
                 .render_module(renderer, module, facts, values, identity, credentials)
@@ -231,7 +253,12 @@ impl Opm {
                 .render_module(renderer, module, facts, values, identity, credentials)
                 .await;
         };
-        match share_out(renderer, all, (key, identity), others, ahead) {
+        let (mine, kept) = share_out(renderer, all, (key, identity), others, ahead);
+        if credentials.is_none() {
+            self.leads.kept(&bkey, kept, more);
+            self.read_ahead(module, &bkey);
+        }
+        match mine {
             Reply::Done(r) => r.map(|r| (r, digest)),
             Reply::Alone => {
                 self.render_module(renderer, module, facts, values, identity, credentials)
@@ -242,7 +269,7 @@ impl Opm {
 }
 
 /// The batch's export, by member field (`None`: the batch failed in some way).
-async fn export_members(
+pub(super) async fn export_members(
     renderer: &Renderer,
     module: &ModuleRef,
     platform: &Normalised,
@@ -263,14 +290,15 @@ async fn export_members(
 }
 
 /// Hands each member its part of the batch's export `all`, caches the parts of the
-/// releases taken ahead that the core accepts, and returns the leader's part (`mine`).
+/// releases taken ahead that the core accepts, and returns the leader's part (`mine`)
+/// with the keys and sizes of those cached.
 fn share_out(
     renderer: &Renderer,
     mut all: serde_json::Map<String, Value>,
     mine: (RenderKey, &ReleaseIdentity),
     others: Vec<Member>,
     ahead: Vec<AheadMember>,
-) -> Reply {
+) -> (Reply, Vec<(RenderKey, u64)>) {
     renderer.note_batch(others.len() as u64 + 1);
     let mut answer = |i: usize, key: RenderKey, identity: &ReleaseIdentity| match all
         .remove(&layout::batch_field(i))
@@ -287,20 +315,20 @@ fn share_out(
         let reply = answer(i + 1, m.key, &m.identity);
         let _ = m.reply.send(reply);
     }
-    let mut kept = 0;
+    let mut kept = Vec::new();
     for (i, a) in ahead.into_iter().enumerate() {
         // Only what the core accepts is cached, under the release's own key.
-        if let Reply::Done(Ok(_)) = answer(1 + n_others + i, a.key, &a.identity) {
-            kept += 1;
+        if let Reply::Done(Ok(r)) = answer(1 + n_others + i, a.key.clone(), &a.identity) {
+            kept.push((a.key, r.bytes));
         }
     }
-    renderer.note_ahead(kept);
-    mine
+    renderer.note_ahead(kept.len() as u64);
+    (mine, kept)
 }
 
 impl Opm {
     /// Releases taken ahead into a batch that failed are not taken ahead again.
-    fn refuse_ahead(&self, ahead: Vec<AheadMember>) {
+    pub(super) fn refuse_ahead(&self, ahead: Vec<AheadMember>) {
         let mut no = self
             .batches
             .no_ahead
@@ -314,7 +342,7 @@ impl Opm {
 
     /// Up to `room` releases of `module` to render ahead through the Platform of `digest`:
     /// not cached, not in the batch, not known to break one.
-    async fn ahead_members(
+    pub(super) async fn ahead_members(
         &self,
         renderer: &Renderer,
         module: &ModuleRef,

@@ -23,8 +23,11 @@ mod batch;
 pub mod layout;
 mod module_file;
 pub use module_file::module_deps;
+mod prefetch;
 #[cfg(test)]
 mod tests;
+
+pub use prefetch::{Prefetch, PrefetchJob};
 
 /// The operator's glue: matching, transforms and verdicts as data (owned by the CUE side).
 pub const GLUE: &str = include_str!("glue.cue");
@@ -57,6 +60,10 @@ pub struct Opm {
     fixed: RwLock<Option<Arc<Platform>>>,
     /// Open batches of OPM renders ([`batch`]).
     batches: batch::Batches,
+    /// What was rendered ahead and whether to go on ([`prefetch`]).
+    leads: prefetch::Leads,
+    /// Starts read-ahead runs; none: renders are done ahead only inside batches.
+    spawner: std::sync::OnceLock<Arc<dyn prefetch::Prefetch>>,
 }
 
 impl std::fmt::Debug for Opm {

@@ -13,7 +13,7 @@ use crate::cue::module_ref::{ModuleRef, ReleaseIdentity};
 /// Bytes of exported JSON the render cache keeps (least recently used first out): a
 /// thousand ModuleReleases of a small module take a few MB, so every unchanged release of
 /// a large fleet is answered without a `cue` run.
-pub(super) const RENDER_CACHE_BYTES: usize = 32 * 1024 * 1024;
+pub(crate) const RENDER_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Identifies a render by its inputs (DESIGN §2): same inputs, same output, no CUE run.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

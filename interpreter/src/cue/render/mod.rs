@@ -34,8 +34,9 @@ pub mod split;
 mod tests;
 
 pub use ahead::Ahead;
+pub(crate) use cache::RENDER_CACHE_BYTES;
+use cache::RenderCache;
 pub use cache::RenderKey;
-use cache::{RENDER_CACHE_BYTES, RenderCache};
 pub use classify::classify_stderr;
 use classify::first_lines;
 pub use gate::{RenderGate, Ungated};
@@ -120,6 +121,9 @@ pub struct RenderStats {
     pub batch_fallbacks: AtomicU64,
     /// Releases rendered ahead of their attempts and cached ([`ahead`]).
     pub ahead: AtomicU64,
+    /// `cue` runs of the OPM read-ahead: batches rendered in the background, no attempt
+    /// waiting on them ([`crate::cue::opm::Prefetch`]).
+    pub read_ahead_runs: AtomicU64,
     /// `cue mod get` runs learning a module version's dependencies (OPM or plain, SPEC
     /// §30): one per module version and process, never on a NoOp.
     pub probes: AtomicU64,

@@ -85,6 +85,13 @@ impl Renderer {
             .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Counts a run of the OPM read-ahead.
+    pub(crate) fn note_read_ahead(&self) {
+        self.stats
+            .read_ahead_runs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// A cached render, counted as a hit.
     pub(crate) fn cached_render(
         &self,
