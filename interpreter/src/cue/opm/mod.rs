@@ -2,7 +2,6 @@
 //! package (`LAYOUT.md` beside this file, verified against the real `cue` by the fixtures'
 //! tests) and the operator's glue (`glue.cue`, embedded as is), the Platform the operator
 //! watched last, and the evaluation of the platform package behind the Platform's status.
-//!
 //! Every judgement of what `cue` returned is the core's ([`opm_core::opm`]): this module
 //! only writes files, runs `cue` and hands the core the exported JSON.
 
@@ -24,10 +23,9 @@ pub mod layout;
 mod module_file;
 pub use module_file::module_deps;
 mod prefetch;
+pub use prefetch::{Prefetch, PrefetchJob};
 #[cfg(test)]
 mod tests;
-
-pub use prefetch::{Prefetch, PrefetchJob};
 
 /// The operator's glue: matching, transforms and verdicts as data (owned by the CUE side).
 pub const GLUE: &str = include_str!("glue.cue");
@@ -60,9 +58,8 @@ pub struct Opm {
     fixed: RwLock<Option<Arc<Platform>>>,
     /// Open batches of OPM renders ([`batch`]).
     batches: batch::Batches,
-    /// What was rendered ahead and whether to go on ([`prefetch`]).
+    /// The read-ahead ([`prefetch`]): what was rendered ahead, who starts the runs.
     leads: prefetch::Leads,
-    /// Starts read-ahead runs; none: renders are done ahead only inside batches.
     spawner: std::sync::OnceLock<Arc<dyn prefetch::Prefetch>>,
 }
 
