@@ -188,11 +188,7 @@ impl Opm {
         let (platform, digest) = self.ready().map_err(OpmError::PlatformNotReady)?;
         let key = super::opm_key(renderer, module, values, identity, &digest, credentials).await?;
         let bkey = BatchKey::new(namespace, module, &digest, credentials);
-        if let Some(hit) = renderer.cached_render(&key) {
-            // A render done ahead was used: the read-ahead may go on (the prefetch module).
-            if self.leads.used(&bkey, &key) {
-                self.read_ahead(module, &bkey);
-            }
+        if let Some(hit) = self.cached(renderer, module, &bkey, &key) {
             return Ok((hit?, digest));
         }
         let max = renderer.config().max_batch;
@@ -220,19 +216,15 @@ impl Opm {
         let others = members.split_off(1.min(members.len()));
         // Room left: releases of this module version that will need this render soon
         // (credentials belong to the attempts holding them: nothing rides along).
-        let (ahead, room) = match credentials {
+        let (ahead, more) = match credentials {
             None => {
                 let taken = taken(identity, &others);
                 let room = max.saturating_sub(taken.len());
-                let ahead = self
-                    .ahead_members(renderer, module, namespace, &digest, &taken, room)
-                    .await;
-                (ahead, room)
+                self.room_ahead(renderer, module, namespace, &digest, &taken, room)
+                    .await
             }
-            Some(_) => (Vec::new(), 0),
+            Some(_) => (Vec::new(), false),
         };
-        // Took as many ahead as it had room for: more may wait (the prefetch module).
-        let more = room > 0 && ahead.len() == room;
         if others.is_empty() && ahead.is_empty() {
             return self
                 .render_module(renderer, module, facts, values, identity, credentials)

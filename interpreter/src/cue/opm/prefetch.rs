@@ -15,10 +15,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::batch::{BatchKey, export_members};
+use super::batch::{AheadMember, BatchKey, export_members};
 use super::{Opm, layout, read};
-use crate::cue::module_ref::ModuleRef;
-use crate::cue::render::{RENDER_CACHE_BYTES, RenderGate, RenderKey, Renderer};
+use crate::cue::module_ref::{ModuleRef, ReleaseIdentity};
+use crate::cue::render::{
+    RENDER_CACHE_BYTES, RenderError, RenderGate, RenderKey, Rendered, Renderer,
+};
 
 /// Bytes of renders done ahead and not yet used by an attempt, per batch key, past which
 /// no more are done ahead (a quarter of the render cache).
@@ -137,6 +139,40 @@ impl Leads {
 }
 
 impl Opm {
+    /// A cached render of `key`; when it was one done ahead, the read-ahead may go on
+    /// (the prefetch module).
+    pub(super) fn cached(
+        &self,
+        renderer: &Renderer,
+        module: &ModuleRef,
+        bkey: &BatchKey,
+        key: &RenderKey,
+    ) -> Option<Result<Arc<Rendered>, RenderError>> {
+        let hit = renderer.cached_render(key)?;
+        if self.leads.used(bkey, key) {
+            self.read_ahead(module, bkey);
+        }
+        Some(hit)
+    }
+
+    /// `ahead_members` for the `room` left in a batch, and whether it filled that
+    /// room (more may wait: the prefetch module).
+    pub(super) async fn room_ahead(
+        &self,
+        renderer: &Renderer,
+        module: &ModuleRef,
+        namespace: &str,
+        digest: &str,
+        taken: &[&ReleaseIdentity],
+        room: usize,
+    ) -> (Vec<AheadMember>, bool) {
+        let ahead = self
+            .ahead_members(renderer, module, namespace, digest, taken, room)
+            .await;
+        let more = room > 0 && ahead.len() == room;
+        (ahead, more)
+    }
+
     /// Renders ahead in the background through `spawner` from now on (the controller's);
     /// without one, renders are done ahead only inside attempts' batches.
     pub fn prefetch_with(&self, spawner: Arc<dyn Prefetch>) {
