@@ -537,6 +537,28 @@ async fn a_platform_that_cannot_resolve_is_not_ready_and_releases_wait() {
     op.stop().await;
 }
 
+/// Waits for every release of `names` to be Ready, and checks each got its own Deployment
+/// (`<name>-server`, labelled with its instance, `replicas` = its index mod 3, as the
+/// batching tests create them).
+async fn own_deployments_ready(client: &Client, ns: &str, names: &[String]) -> Vec<Deployment> {
+    for n in names {
+        wait_mr(client, ns, n, "Ready", is_ready).await;
+    }
+    let deploys = Api::<Deployment>::namespaced(client.clone(), ns);
+    let mut out = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let d = deploys
+            .get(&format!("{n}-server"))
+            .await
+            .expect("own Deployment");
+        assert_eq!(d.spec.replicas, Some((i % 3) as i32), "{n}");
+        let labels = d.metadata.labels.as_ref().expect("labels");
+        assert_eq!(labels["module-instance.opmodel.dev/name"], *n);
+        out.push(d);
+    }
+    out
+}
+
 /// OPM releases of one module version through one Platform share `cue` runs (SPEC §30
 /// batching: attempts in flight, and releases rendered ahead of their attempts), and each
 /// still gets exactly its own objects.
@@ -567,21 +589,7 @@ async fn concurrent_opm_releases_of_one_module_version_are_batched() {
         )
         .await;
     }
-    for n in &names {
-        wait_mr(&client, &ns.name, n, "Ready", is_ready).await;
-    }
-    let deploys = Api::<Deployment>::namespaced(client.clone(), &ns.name);
-    for (i, n) in names.iter().enumerate() {
-        let d = deploys
-            .get(&format!("{n}-server"))
-            .await
-            .expect("own Deployment");
-        assert_eq!(d.spec.replicas, Some((i % 3) as i32), "{n}");
-        assert_eq!(
-            d.metadata.labels.unwrap()["module-instance.opmodel.dev/name"],
-            *n
-        );
-    }
+    own_deployments_ready(&client, &ns.name, &names).await;
     let s = op.rt.local.renderer.stats();
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::SeqCst);
     let (batches, batched, ahead) = (load(&s.batch_runs), load(&s.batched), load(&s.ahead));
@@ -622,16 +630,8 @@ async fn a_fleet_created_at_once_is_rendered_ahead_in_the_background() {
         a.max_render_batch = 2;
     })
     .await;
-    for n in &names {
-        wait_mr(&client, &ns.name, n, "Ready", is_ready).await;
-    }
-    let deploys = Api::<Deployment>::namespaced(client.clone(), &ns.name);
-    for (i, n) in names.iter().enumerate() {
-        let d = deploys
-            .get(&format!("{n}-server"))
-            .await
-            .expect("own Deployment");
-        assert_eq!(d.spec.replicas, Some((i % 3) as i32), "{n}");
+    let deploys = own_deployments_ready(&client, &ns.name, &names).await;
+    for (n, d) in names.iter().zip(deploys) {
         let d = serde_json::to_value(&d).unwrap();
         let env = d
             .pointer("/spec/template/spec/containers/0/env")

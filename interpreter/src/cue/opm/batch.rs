@@ -220,7 +220,7 @@ impl Opm {
             None => {
                 let taken = taken(identity, &others);
                 let room = max.saturating_sub(taken.len());
-                self.room_ahead(renderer, module, namespace, &digest, &taken, room)
+                self.ahead_members(renderer, module, namespace, &digest, &taken, room)
                     .await
             }
             Some(_) => (Vec::new(), false),
@@ -333,7 +333,8 @@ impl Opm {
     }
 
     /// Up to `room` releases of `module` to render ahead through the Platform of `digest`:
-    /// not cached, not in the batch, not known to break one.
+    /// not cached, not in the batch, not known to break one; and whether they filled the
+    /// room (more may wait: the prefetch module).
     pub(super) async fn ahead_members(
         &self,
         renderer: &Renderer,
@@ -342,15 +343,17 @@ impl Opm {
         digest: &str,
         taken: &[&ReleaseIdentity],
         room: usize,
-    ) -> Vec<AheadMember> {
+    ) -> (Vec<AheadMember>, bool) {
         let Some(source) = renderer.ahead_source() else {
-            return Vec::new();
+            return (Vec::new(), false);
         };
         if room == 0 {
-            return Vec::new();
+            return (Vec::new(), false);
         }
         let mut out = Vec::new();
-        for (values, identity) in source.candidates(module, namespace, room) {
+        let offered = source.candidates(module, namespace, room);
+        let more = offered.len() == room;
+        for (values, identity) in offered {
             if taken.contains(&&identity) || !matches!(values, Value::Object(_)) {
                 continue;
             }
@@ -373,6 +376,6 @@ impl Opm {
                 key,
             });
         }
-        out
+        (out, more)
     }
 }

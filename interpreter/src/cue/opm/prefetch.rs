@@ -15,9 +15,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::batch::{AheadMember, BatchKey, export_members};
+use super::batch::{BatchKey, export_members};
 use super::{Opm, layout, read};
-use crate::cue::module_ref::{ModuleRef, ReleaseIdentity};
+use crate::cue::module_ref::ModuleRef;
 use crate::cue::render::{
     RENDER_CACHE_BYTES, RenderError, RenderGate, RenderKey, Rendered, Renderer,
 };
@@ -155,24 +155,6 @@ impl Opm {
         Some(hit)
     }
 
-    /// `ahead_members` for the `room` left in a batch, and whether it filled that
-    /// room (more may wait: the prefetch module).
-    pub(super) async fn room_ahead(
-        &self,
-        renderer: &Renderer,
-        module: &ModuleRef,
-        namespace: &str,
-        digest: &str,
-        taken: &[&ReleaseIdentity],
-        room: usize,
-    ) -> (Vec<AheadMember>, bool) {
-        let ahead = self
-            .ahead_members(renderer, module, namespace, digest, taken, room)
-            .await;
-        let more = room > 0 && ahead.len() == room;
-        (ahead, more)
-    }
-
     /// Renders ahead in the background through `spawner` from now on (the controller's);
     /// without one, renders are done ahead only inside attempts' batches.
     pub fn prefetch_with(&self, spawner: Arc<dyn Prefetch>) {
@@ -221,13 +203,12 @@ impl Opm {
             return false;
         }
         let max = renderer.config().max_batch;
-        let ahead = self
+        let (ahead, full) = self
             .ahead_members(renderer, &job.module, &job.key.namespace, &digest, &[], max)
             .await;
         if ahead.is_empty() {
             return false;
         }
-        let full = ahead.len() == max;
         let inputs: Vec<_> = ahead.iter().map(|a| (&a.values, &a.identity)).collect();
         let split = export_members(renderer, &job.module, &platform, &inputs, None).await;
         let Some(mut all) = split else {
