@@ -23,6 +23,7 @@ mod exit;
 mod flow;
 mod health_read;
 mod health_wait;
+mod hook_verdicts;
 mod hooks;
 mod hooks_read;
 mod suspend;

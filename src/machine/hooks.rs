@@ -17,7 +17,7 @@ use crate::reason::Reason;
 use crate::render_value;
 
 use super::ctx::Step;
-use super::hooks_read::Sorted;
+use super::hook_verdicts::Sorted;
 use super::{Attempt, Phase};
 
 /// One phase's run through its hooks.
