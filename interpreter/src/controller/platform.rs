@@ -52,8 +52,12 @@ pub(super) async fn run(ctx: Arc<Ctx>) {
     let mut current: Option<Platform> = None;
     let mut ready_digest: Option<String> = None;
     let mut retry: Option<Retry> = None;
+    // Until the first list, OPM renders wait with "not read yet"; once it is in, the
+    // releases that waited are told what it holds (`first_list`).
+    let mut listed = false;
     loop {
         let mut force = false;
+        let mut first_list = false;
         tokio::select! {
             ev = events.next() => match ev {
                 None => break,
@@ -71,6 +75,7 @@ pub(super) async fn run(ctx: Arc<Ctx>) {
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
                     current = listing.take().flatten();
+                    first_list = !std::mem::replace(&mut listed, true);
                 }
                 Some(Ok(watcher::Event::Apply(p))) => current = Some(p),
                 Some(Ok(watcher::Event::Delete(_))) => current = None,
@@ -100,6 +105,8 @@ pub(super) async fn run(ctx: Arc<Ctx>) {
             }
             tracing::info!(digest = ?now_ready, "Platform readiness changed");
             ready_digest = now_ready;
+        } else if first_list && now_ready.is_none() {
+            retrigger(&ctx);
         }
     }
     ctx.rt.health.watch_ended("Platform");

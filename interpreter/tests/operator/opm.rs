@@ -139,9 +139,21 @@ async fn opm_module_release_waits_for_the_platform_renders_and_follows_its_versi
     mr.spec.values_from =
         serde_json::from_value(json!([{"kind": "ConfigMap", "name": "web-values"}])).unwrap();
     create_mr(&client, &mr).await;
-    let waiting = wait_mr(&client, &ns.name, "web", "PlatformNotReady", |m| {
-        reason_is(m, "PlatformNotReady")
-    })
+    // Before the Platform watch's first list the operator says it has not read one yet
+    // (a busy machine may reconcile first); then that none exists.
+    let waiting = wait_mr(
+        &client,
+        &ns.name,
+        "web",
+        "PlatformNotReady (none exists)",
+        |m| {
+            reason_is(m, "PlatformNotReady")
+                && m.status
+                    .as_ref()
+                    .and_then(|s| condition(s, "Ready"))
+                    .is_some_and(|c| c.message.contains("no Platform cluster exists"))
+        },
+    )
     .await;
     let msg = &condition(waiting.status.as_ref().unwrap(), "Ready")
         .unwrap()
