@@ -55,6 +55,21 @@ fn only_releases_whose_render_needs_nothing_but_their_spec_are_rendered_ahead() 
         render_ahead(&edited).is_some(),
         "a new generation is pending"
     );
+    let waited = {
+        let mut mr = settled.clone();
+        let status = mr.status.as_mut().unwrap();
+        status.conditions.push(opm_core::api::Condition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            reason: "PlatformNotReady".into(),
+            ..Default::default()
+        });
+        mr
+    };
+    assert!(
+        render_ahead(&waited).is_some(),
+        "its generation was handled while the Platform was not ready: it still needs a render"
+    );
 
     let mut values_from = module_release();
     values_from.spec.values_from = vec![ValuesReference {

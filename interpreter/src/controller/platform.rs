@@ -11,10 +11,10 @@ use futures::StreamExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
+use opm_core::Kind;
+use opm_core::api::ReleaseStatus;
 use opm_core::api::platform::{PLATFORM_NAME, Platform};
-use opm_core::api::{Condition, ReleaseStatus};
 use opm_core::opm::platform::{self as rules, Evaluation};
-use opm_core::{Kind, Reason};
 
 use super::context::{Ctx, heartbeat};
 
@@ -192,9 +192,5 @@ fn retrigger(ctx: &Ctx) {
 
 /// `Ready=False/PlatformNotReady`: the release waits for the Platform.
 fn waits(status: Option<&ReleaseStatus>) -> bool {
-    status.is_some_and(|s| {
-        s.conditions.iter().any(|c: &Condition| {
-            c.type_ == "Ready" && c.reason == Reason::PlatformNotReady.as_str()
-        })
-    })
+    opm_core::render_ahead::waits_for_platform(status)
 }
