@@ -12,9 +12,9 @@ use kube::api::{Api, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use opm_core::Kind;
-use opm_core::api::ReleaseStatus;
 use opm_core::api::platform::{PLATFORM_NAME, Platform};
 use opm_core::opm::platform::{self as rules, Evaluation};
+use opm_core::render_ahead::waits_for_platform;
 
 use super::context::{Ctx, heartbeat};
 
@@ -171,7 +171,7 @@ fn retrigger(ctx: &Ctx) {
             namespace: mr.metadata.namespace.clone().unwrap_or_default(),
             name: mr.metadata.name.clone().unwrap_or_default(),
         };
-        if known_mr.contains(&key) || waits(mr.status.as_ref()) {
+        if known_mr.contains(&key) || waits_for_platform(mr.status.as_ref()) {
             let _ = ctx.mr_tx.unbounded_send(ObjectRef::from_obj(&*mr));
             n += 1;
         }
@@ -182,15 +182,10 @@ fn retrigger(ctx: &Ctx) {
             namespace: rel.metadata.namespace.clone().unwrap_or_default(),
             name: rel.metadata.name.clone().unwrap_or_default(),
         };
-        if known_rel.contains(&key) || waits(rel.status.as_ref()) {
+        if known_rel.contains(&key) || waits_for_platform(rel.status.as_ref()) {
             let _ = ctx.rel_tx.unbounded_send(ObjectRef::from_obj(&*rel));
             n += 1;
         }
     }
     tracing::info!(releases = n, "Platform ready: OPM releases re-triggered");
-}
-
-/// `Ready=False/PlatformNotReady`: the release waits for the Platform.
-fn waits(status: Option<&ReleaseStatus>) -> bool {
-    opm_core::render_ahead::waits_for_platform(status)
 }

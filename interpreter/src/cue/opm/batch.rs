@@ -307,15 +307,33 @@ fn share_out(
         let reply = answer(i + 1, m.key, &m.identity);
         let _ = m.reply.send(reply);
     }
+    let kept = keep_ahead(renderer, &mut all, 1 + n_others, ahead);
+    (mine, kept)
+}
+
+/// Caches the parts of `all` of the releases taken ahead (the batch's members from
+/// `first` on) that the core accepts, each under the release's own key; their keys and
+/// sizes.
+pub(super) fn keep_ahead(
+    renderer: &Renderer,
+    all: &mut serde_json::Map<String, Value>,
+    first: usize,
+    ahead: Vec<AheadMember>,
+) -> Vec<(RenderKey, u64)> {
     let mut kept = Vec::new();
     for (i, a) in ahead.into_iter().enumerate() {
-        // Only what the core accepts is cached, under the release's own key.
-        if let Reply::Done(Ok(r)) = answer(1 + n_others + i, a.key.clone(), &a.identity) {
+        let Some(bytes) = all
+            .remove(&layout::batch_field(first + i))
+            .and_then(|v| serde_json::to_vec(&v).ok())
+        else {
+            continue;
+        };
+        if let Ok(r) = read(renderer, a.key.clone(), &bytes, &a.identity) {
             kept.push((a.key, r.bytes));
         }
     }
     renderer.note_ahead(kept.len() as u64);
-    (mine, kept)
+    kept
 }
 
 impl Opm {

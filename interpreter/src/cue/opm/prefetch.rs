@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::batch::{BatchKey, export_members};
-use super::{Opm, layout, read};
+use super::Opm;
+use super::batch::{BatchKey, export_members, keep_ahead};
 use crate::cue::module_ref::ModuleRef;
 use crate::cue::render::{
     RENDER_CACHE_BYTES, RenderError, RenderGate, RenderKey, Rendered, Renderer,
@@ -218,20 +218,7 @@ impl Opm {
         };
         renderer.note_batch(ahead.len() as u64);
         renderer.note_read_ahead();
-        let mut kept = Vec::new();
-        for (i, a) in ahead.into_iter().enumerate() {
-            let Some(bytes) = all
-                .remove(&layout::batch_field(i))
-                .and_then(|v| serde_json::to_vec(&v).ok())
-            else {
-                continue;
-            };
-            // Only what the core accepts is cached, under the release's own key.
-            if let Ok(r) = read(renderer, a.key.clone(), &bytes, &a.identity) {
-                kept.push((a.key, r.bytes));
-            }
-        }
-        renderer.note_ahead(kept.len() as u64);
+        let kept = keep_ahead(renderer, &mut all, 0, ahead);
         self.leads.kept(&job.key, kept, full);
         full
     }
